@@ -1,0 +1,301 @@
+#!/usr/bin/env python3
+"""Kubernetes charm for GARM, the GitHub Actions Runner Manager.
+
+Every event runs one holistic :meth:`GarmCharm._reconcile`. It records facts (the status to
+show, the changeover progress) that ``collect-status`` turns into the unit and app status.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+import os
+from collections.abc import Sequence
+
+import ops
+
+import database
+import ingress
+import provider_record
+import secrets_store
+import workload
+from charm_state import CharmState, describe_problems
+from entity_reconciler import reconcile_entities
+from garm_api import (
+    GARM_API_URL,
+    READY_TIMEOUT,
+    GarmApiError,
+    GarmClient,
+    GarmConnectionError,
+    GarmUnauthorizedError,
+    ScaleSet,
+)
+from garm_template import CharmedTemplateError, apply_charmed_template
+from github_reconciler import reconcile_credentials
+from scaleset_reconciler import ScalesetProgress, ScalesetReconciler
+from scaleset_status import build_status_table
+from status import progress_message
+
+logger = logging.getLogger(__name__)
+
+CONFIGURATOR_RELATION = "garm-configurator"
+DEBUG_SSH_RELATION = "debug-ssh"
+
+WAITING_PEBBLE = "Waiting for pebble ready"
+WAITING_SECRETS = "Waiting for GARM secrets"
+WAITING_STORAGE = "Waiting for garm-data storage"
+WAITING_DATABASE = "Waiting for postgresql relation data"
+WAITING_READY = "Waiting for GARM to become ready"
+WAITING_CONFIGURATOR = "Waiting for garm-configurator relation"
+SYNC_FAILED = "GARM sync failed"
+ADMIN_REJECTED = "GARM rejected the admin credentials"
+STANDBY = "standby; GARM runs on the leader unit"
+
+
+class GarmCharm(ops.CharmBase):
+    """Runs GARM and keeps it equal to what the garm-configurator relations publish."""
+
+    # Where the charm reaches GARM; the simulation and tests point it at the emulator.
+    garm_api_url = GARM_API_URL
+    ready_timeout = READY_TIMEOUT
+
+    def __init__(self, framework: ops.Framework) -> None:
+        """Observe every event that can change the desired or the observed state."""
+        super().__init__(framework)
+        self._status: ops.StatusBase = ops.ActiveStatus()
+        self._progress: Sequence[ScalesetProgress] = ()
+        self._problems = ""
+        on = self.on
+        events: list[ops.BoundEvent] = [
+            on.install,
+            on.upgrade_charm,
+            on.config_changed,
+            on.leader_elected,
+            on.update_status,
+            on.garm_pebble_ready,
+            on.garm_data_storage_attached,
+            on.secret_changed,
+        ]
+        for relation in (CONFIGURATOR_RELATION, DEBUG_SSH_RELATION):
+            events += [
+                on[relation].relation_joined,
+                on[relation].relation_changed,
+                on[relation].relation_departed,
+                on[relation].relation_broken,
+            ]
+        for relation in (database.POSTGRESQL_RELATION, ingress.INGRESS_RELATION):
+            events += [
+                on[relation].relation_joined,
+                on[relation].relation_changed,
+                on[relation].relation_broken,
+            ]
+        for event in events:
+            framework.observe(event, self._on_reconcile_event)
+        framework.observe(on.secret_remove, self._on_secret_revision_obsolete)
+        framework.observe(on.secret_expired, self._on_secret_revision_obsolete)
+        framework.observe(on.collect_unit_status, self._on_collect_unit_status)
+        framework.observe(on.collect_app_status, self._on_collect_app_status)
+        framework.observe(on.get_credentials_action, self._on_get_credentials_action)
+        framework.observe(on.scaleset_status_action, self._on_scaleset_status_action)
+
+    # --- events ------------------------------------------------------------------------------
+
+    def _on_reconcile_event(self, _: ops.EventBase) -> None:
+        self._reconcile()
+
+    def _on_secret_revision_obsolete(self, event: ops.SecretRemoveEvent) -> None:
+        event.remove_revision()
+
+    def _on_collect_unit_status(self, event: ops.CollectStatusEvent) -> None:
+        event.add_status(self._unit_status())
+
+    def _on_collect_app_status(self, event: ops.CollectStatusEvent) -> None:
+        # Only the leader gets this event; the app shows what the leader's unit shows.
+        event.add_status(self._unit_status())
+
+    def _unit_status(self) -> ops.StatusBase:
+        if not isinstance(self._status, ops.ActiveStatus):
+            return self._status
+        parts = [part for part in (self._status.message, self._problems) if part]
+        return ops.ActiveStatus("; ".join(parts))
+
+    def _on_get_credentials_action(self, event: ops.ActionEvent) -> None:
+        try:
+            admin = secrets_store.read_admin_credentials(self.model)
+        except secrets_store.SecretsUnavailableError:
+            event.fail("The GARM admin credentials are not available yet; try again later.")
+            return
+        event.set_results(
+            {
+                "username": admin.username,
+                "password": admin.password,
+                "email": admin.email,
+                "full-name": admin.full_name,
+            }
+        )
+
+    def _on_scaleset_status_action(self, event: ops.ActionEvent) -> None:
+        if not self.unit.is_leader():
+            event.fail("GARM runs on the leader unit only: run this action on the leader.")
+            return
+        try:
+            admin = secrets_store.read_admin_credentials(self.model)
+        except secrets_store.SecretsUnavailableError:
+            event.fail("GARM is not bootstrapped yet: its admin credentials do not exist.")
+            return
+        state = CharmState.from_charm(self)
+        try:
+            with GarmClient(self.garm_api_url) as client:
+                client.login(admin.username, admin.password)
+                table = build_status_table(client, state.scalesets)
+        except GarmApiError as exc:
+            event.fail(f"Cannot read scale sets from GARM ({type(exc).__name__}).")
+            return
+        event.set_results({"scalesets": table.text, "count": table.count})
+
+    # --- the reconcile pass ------------------------------------------------------------------
+
+    def _reconcile(self) -> None:
+        """Bring the workload and GARM to the desired state, in the spec's order."""
+        if self.unit.is_leader():
+            secrets_store.ensure_owned_secrets(self.app, self.model)
+        container = self.unit.get_container(workload.CONTAINER_NAME)
+        if not container.can_connect():
+            self._status = ops.WaitingStatus(WAITING_PEBBLE)
+            return
+        try:
+            owned = secrets_store.read_owned_secrets(self.model)
+        except secrets_store.SecretsUnavailableError:
+            self._status = ops.WaitingStatus(WAITING_SECRETS)
+            return
+        if not self.unit.is_leader():
+            workload.stand_by(container)
+            self._status = ops.ActiveStatus(STANDBY)
+            return
+        if not container.exists(workload.DATA_DIR):
+            self._status = ops.WaitingStatus(WAITING_STORAGE)
+            return
+        database.request_database(self)
+        ingress.publish_ingress_request(self)
+        db = self._database_config(container)
+        if db is None:
+            self._status = ops.WaitingStatus(WAITING_DATABASE)
+            return
+        state = CharmState.from_charm(self)
+        self._problems = describe_problems(state.problems)
+        stored, record = provider_record.load_record(self.model)
+        providers = provider_record.merge(record, state.providers)
+        self._apply_workload(container, owned, db, providers)
+        live = self._sync_garm(state, owned.admin)
+        if live is not None:
+            # The chain ran; with no configurator at all it ran to zero, which is still waiting.
+            self._status = (
+                ops.ActiveStatus(progress_message(self._progress))
+                if state.configurator_relation_count
+                else ops.WaitingStatus(WAITING_CONFIGURATOR)
+            )
+        kept = provider_record.trim(providers, state.providers, live)
+        provider_record.save_record(self.app, self.model, stored, kept)
+
+    def _database_config(self, container: ops.Container) -> workload.DatabaseConfig | None:
+        """Return the database to use, or None while PostgreSQL data is incomplete."""
+        wanted = database.database_config(self)
+        current = workload.planned_backend(container)
+        if wanted.config is None:
+            # Incomplete relation data: keep running on what the plan already uses.
+            return workload.planned_database(container)
+        if current is not None and current != wanted.config.backend:
+            logger.warning(
+                "Database backend changes from %s to %s: data is not migrated; GARM starts "
+                "with an empty database and the previous one is left untouched",
+                current,
+                wanted.config.backend,
+            )
+        return wanted.config
+
+    def _apply_workload(
+        self,
+        container: ops.Container,
+        owned: secrets_store.OwnedSecrets,
+        db: workload.DatabaseConfig,
+        providers: Sequence[provider_record.ProviderConfig],
+    ) -> None:
+        source = workload.entrypoint_source()
+        environment = workload.build_environment(
+            providers_json=provider_record.canonical_json(providers),
+            jwt_secret=owned.jwt_secret,
+            passphrase=owned.db_passphrase,
+            database=db,
+            app_base_url=ingress.external_base_url(self),
+            proxy_env=workload.proxy_environment(os.environ),
+            config_version=workload.config_version(source),
+        )
+        workload.apply_workload(container, workload.build_layer(environment), source)
+
+    def _sync_garm(
+        self, state: CharmState, admin: secrets_store.AdminCredentials
+    ) -> list[ScaleSet] | None:
+        """Bootstrap GARM and run the reconcile chain; return the live scale sets or None."""
+        with GarmClient(self.garm_api_url) as client:
+            try:
+                initialised = client.wait_for_ready(timeout=self.ready_timeout)
+            except GarmConnectionError:
+                logger.warning("GARM did not answer within %.0f s", self.ready_timeout)
+                self._status = ops.WaitingStatus(WAITING_READY)
+                return None
+            try:
+                if not initialised:
+                    logger.info("GARM is not initialised: running first-run setup")
+                    client.first_run(admin.username, admin.password, admin.email, admin.full_name)
+                    logger.info("GARM first-run done; admin user %s created", admin.username)
+            except GarmApiError as exc:
+                self._fail_sync(exc)
+                return None
+            if state.unpublished_relation_ids:
+                self._status = ops.WaitingStatus(WAITING_CONFIGURATOR)
+                return None
+            return self._run_chain(client, state, admin)
+
+    def _run_chain(
+        self, client: GarmClient, state: CharmState, admin: secrets_store.AdminCredentials
+    ) -> list[ScaleSet] | None:
+        try:
+            client.login(admin.username, admin.password)
+            self._ensure_controller_urls(client)
+        except GarmUnauthorizedError:
+            logger.error("GARM refused the admin credentials from %s", "garm-admin-credentials")
+            self._status = ops.BlockedStatus(ADMIN_REJECTED)
+            return None
+        try:
+            reconcile_credentials(client, state.credentials)
+            reconcile_entities(client, state.entities)
+            template_id = apply_charmed_template(client, state.debug_ssh)
+            specs = [dataclasses.replace(s, template_id=template_id) for s in state.scalesets]
+            result = ScalesetReconciler(client).reconcile(specs)
+        except CharmedTemplateError as exc:
+            logger.warning("Charmed template not applied: %s; scale sets skipped", exc)
+            self._status = ops.WaitingStatus(str(exc))
+            return None
+        except GarmApiError as exc:
+            self._fail_sync(exc)
+            return None
+        self._progress = result.progress
+        return result.live
+
+    def _ensure_controller_urls(self, client: GarmClient) -> None:
+        urls = ingress.controller_urls(ingress.external_base_url(self))
+        current = client.get_controller()
+        wanted = dataclasses.asdict(urls)
+        if all(getattr(current, key) == value for key, value in wanted.items()):
+            logger.debug("GARM controller URLs are up to date")
+            return
+        logger.info("Setting GARM controller URLs to base %s", urls.metadata_url)
+        client.update_controller(**wanted)
+
+    def _fail_sync(self, exc: GarmApiError) -> None:
+        logger.warning("Reconcile failed (%s): %s; will retry", type(exc).__name__, exc)
+        self._status = ops.WaitingStatus(SYNC_FAILED)
+
+
+if __name__ == "__main__":  # pragma: nocover
+    ops.main(GarmCharm)

@@ -1,0 +1,167 @@
+"""The provider record: which OpenStack providers GARM must load, kept in a Juju secret.
+
+GARM reads its provider map once, at process start. If the charm restarted GARM without the
+provider of a configurator that just left, that configurator's scale set could never have its
+runners deleted. So the record keeps a departed configurator's provider until no live scale set
+names it any more, and the charm publishes the record, not just the current relations.
+
+Lifecycle per hook (leader): read, merge what relations publish (relation data wins), publish,
+reconcile, trim what neither a relation nor a live scale set names, save.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from collections.abc import Iterable, Sequence
+from typing import Protocol
+
+import ops
+
+from charm_state import ProviderConfig
+from garm_entrypoint import PROVIDER_REQUIRED_FIELDS
+
+logger = logging.getLogger(__name__)
+
+PROVIDER_RECORD_LABEL = "garm-providers"
+_RECORD_KEY = "providers"
+
+
+class ProviderRecordError(Exception):
+    """The record exists but cannot be read or trusted."""
+
+
+class LiveScaleset(Protocol):
+    """What the trim needs to know about a scale set that still exists in GARM."""
+
+    @property
+    def name(self) -> str | None:
+        """Live name of the scale set."""
+        ...
+
+    @property
+    def provider_name(self) -> str | None:
+        """Provider the scale set's runners are created by."""
+        ...
+
+
+def canonical_json(providers: Iterable[ProviderConfig]) -> str:
+    """Return the one canonical string for a provider set (record value and workload env)."""
+    ordered = sorted(providers, key=lambda p: p.unit_name)
+    return json.dumps([p.as_dict() for p in ordered], sort_keys=True, separators=(",", ":"))
+
+
+def parse_record(text: str) -> tuple[ProviderConfig, ...]:
+    """Parse a stored record.
+
+    Raises:
+        ProviderRecordError: the text is not a list of complete provider objects.
+    """
+    try:
+        data = json.loads(text)
+    except ValueError as exc:
+        raise ProviderRecordError("provider record is not valid JSON") from exc
+    if not isinstance(data, list):
+        raise ProviderRecordError("provider record is not a list")
+    providers: list[ProviderConfig] = []
+    for entry in data:  # pyright: ignore[reportUnknownVariableType]
+        if not isinstance(entry, dict):
+            raise ProviderRecordError("provider record holds a non-object entry")
+        values = {key: entry.get(key) for key in PROVIDER_REQUIRED_FIELDS}  # pyright: ignore[reportUnknownMemberType]
+        if not all(isinstance(value, str) and value for value in values.values()):
+            raise ProviderRecordError("provider record holds an incomplete entry")
+        providers.append(ProviderConfig(**{k: str(v) for k, v in values.items()}))
+    return tuple(providers)
+
+
+def merge(
+    record: Sequence[ProviderConfig], published: Sequence[ProviderConfig]
+) -> tuple[ProviderConfig, ...]:
+    """Add the relation providers to the record; a relation entry replaces a stored one."""
+    merged = {p.unit_name: p for p in record}
+    merged.update({p.unit_name: p for p in published})
+    return tuple(merged[name] for name in sorted(merged))
+
+
+def trim(
+    merged: Sequence[ProviderConfig],
+    published: Sequence[ProviderConfig],
+    live: Sequence[LiveScaleset] | None,
+) -> tuple[ProviderConfig, ...]:
+    """Drop providers that no relation publishes and no live scale set names.
+
+    Args:
+        merged: the providers published to GARM in this hook.
+        published: the providers relations publish now.
+        live: the scale sets left in GARM after the pass, or None when the pass did not
+            complete; then nothing is trimmed, because an unknown observation cannot prove
+            a provider unused.
+
+    Returns:
+        The providers to keep.
+    """
+    if live is None:
+        return tuple(merged)
+    nameless = sorted(s.name or "?" for s in live if not s.provider_name)
+    if nameless:
+        logger.warning(
+            "Scale set(s) without a provider in GARM, ignored when trimming providers: %s",
+            ", ".join(nameless),
+        )
+    needed = {p.unit_name for p in published} | {s.provider_name for s in live if s.provider_name}
+    kept = tuple(p for p in merged if p.unit_name in needed)
+    for dropped in sorted({p.unit_name for p in merged} - needed):
+        logger.info("Provider %s is no longer needed; it leaves GARM at the next restart", dropped)
+    return kept
+
+
+def load_record(model: ops.Model) -> tuple[str | None, tuple[ProviderConfig, ...]]:
+    """Read the record; return its raw canonical text (None when absent) and its providers.
+
+    Raises:
+        ProviderRecordError: the record exists but is unreadable or malformed.
+    """
+    try:
+        content = model.get_secret(label=PROVIDER_RECORD_LABEL).peek_content()
+    except ops.SecretNotFoundError:
+        return None, ()
+    except ops.ModelError as exc:
+        raise ProviderRecordError("provider record cannot be read") from exc
+    text = content.get(_RECORD_KEY)
+    if text is None:
+        raise ProviderRecordError("provider record has no providers key")
+    return text, parse_record(text)
+
+
+def save_record(
+    app: ops.Application,
+    model: ops.Model,
+    stored: str | None,
+    providers: Sequence[ProviderConfig],
+) -> None:
+    """Write the record if its canonical text changed, and drop the superseded revision."""
+    text = canonical_json(providers)
+    if text == stored:
+        return
+    if stored is None:
+        app.add_secret(
+            {_RECORD_KEY: text},
+            label=PROVIDER_RECORD_LABEL,
+            description="OpenStack providers GARM must keep loaded",
+        )
+        logger.info("Created the provider record with %d provider(s)", len(providers))
+        return
+    secret = model.get_secret(label=PROVIDER_RECORD_LABEL)
+    secret.set_content({_RECORD_KEY: text})
+    logger.info("Updated the provider record: %d provider(s)", len(providers))
+    _remove_superseded_revision(secret)
+
+
+def _remove_superseded_revision(secret: ops.Secret) -> None:
+    try:
+        previous = secret.get_info().revision - 1
+        if previous > 0:
+            secret.remove_revision(previous)
+    except ops.ModelError:
+        # Housekeeping only: a revision left behind costs storage, not correctness.
+        logger.debug("Could not remove the superseded provider record revision")
