@@ -13,6 +13,9 @@ import os
 from collections.abc import Sequence
 
 import ops
+from scaleset_reconciler import ScalesetProgress, ScalesetReconciler
+from scaleset_status import build_status_table
+from status import progress_message
 
 import database
 import ingress
@@ -32,9 +35,6 @@ from garm_api import (
 )
 from garm_template import CharmedTemplateError, apply_charmed_template
 from github_reconciler import reconcile_credentials
-from scaleset_reconciler import ScalesetProgress, ScalesetReconciler
-from scaleset_status import build_status_table
-from status import progress_message
 
 logger = logging.getLogger(__name__)
 

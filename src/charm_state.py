@@ -7,9 +7,19 @@ relation databags and secrets) but nothing about GARM's API.
 from __future__ import annotations
 
 import ipaddress
+import json
+import logging
 import re
-from collections.abc import Mapping
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
+from functools import cache
+from pathlib import Path
+from typing import Protocol, cast
+
+import jsonschema
+import ops
+
+logger = logging.getLogger(__name__)
 
 RUNNER_OPTION_DATABAG_KEYS = (
     "dockerhub_mirror",
@@ -176,3 +186,650 @@ class DebugSshConnection:
     port: int
     rsa_fingerprint: str
     ed25519_fingerprint: str
+
+
+# --- Relation contract (spec section 7) --------------------------------------------------------
+
+CONFIGURATOR_RELATION_NAME = "garm-configurator"
+DEBUG_SSH_RELATION_NAME = "debug-ssh"
+DEFAULT_GITHUB_ENDPOINT = "github.com"
+MANAGED_CREDENTIAL_DESCRIPTION = "Managed by garm"
+SCHEMA_PATH = Path(__file__).parent / "interfaces" / "garm_configurator_v0.schema.json"
+
+SCALESET_DATABAG_KEYS = (
+    "name",
+    "provider_name",
+    "image_id",
+    "flavor",
+    "os_arch",
+    "min_idle_runner",
+    "max_runner",
+    "labels",
+    "runner_group",
+    "pre_install_scripts",
+    "org",
+    "repo",
+)
+PROVIDER_DATABAG_KEYS = (
+    "openstack_auth_url",
+    "openstack_username",
+    "openstack_password_secret_uri",
+    "openstack_password",
+    "openstack_project_name",
+    "openstack_user_domain_name",
+    "openstack_project_domain_name",
+    "openstack_region_name",
+    "openstack_network",
+)
+GITHUB_DATABAG_KEYS = ("github_app_id", "github_installation_id", "github_private_key_secret_uri")
+CONTRACT_KEYS = (
+    SCALESET_DATABAG_KEYS
+    + RUNNER_OPTION_DATABAG_KEYS
+    + PROVIDER_DATABAG_KEYS
+    + GITHUB_DATABAG_KEYS
+)
+DEBUG_SSH_KEYS = ("host", "port", "rsa_fingerprint", "ed25519_fingerprint")
+
+PROVIDER_NAME_PATTERN = re.compile(r"[a-z][a-z0-9-]*-[0-9]+")
+# Ids and counts must fit GARM's 64-bit integers; only ASCII digits (str.isdigit accepts more).
+_DECIMAL = re.compile(r"[0-9]{1,18}")
+
+# (databag key, name used in the warning) for the fields a scale set cannot do without.
+_SCALESET_REQUIRED = (
+    ("provider_name", "provider_name"),
+    ("image_id", "image"),
+    ("flavor", "flavor"),
+    ("os_arch", "os_arch"),
+    ("max_runner", "max_runner"),
+)
+
+SecretReader = Callable[[str], "str | None"]
+
+
+@dataclass(frozen=True)
+class UnitData:
+    """One remote unit databag, detached from Juju.
+
+    Attributes:
+        relation_id: id of the relation the unit is seen through.
+        unit_name: Juju unit name, for example ``garm-configurator/0``.
+        data: the unit databag; every value is a string.
+    """
+
+    relation_id: int
+    unit_name: str
+    data: Mapping[str, str] = field(repr=False)
+
+
+@dataclass(frozen=True)
+class InputProblem:
+    """Bad relation input, kept to tell the operator what is wrong.
+
+    Never holds a value from the databag, only where it came from and what is wrong with it.
+
+    Attributes:
+        source: the remote unit name that published the data.
+        reason: a short description, for example ``max_runner is not an integer``.
+    """
+
+    source: str
+    reason: str
+
+
+@dataclass(frozen=True)
+class ConfiguratorInputs:
+    """Everything parsed from the garm-configurator unit databags in one pass."""
+
+    providers: tuple[ProviderConfig, ...] = ()
+    credentials: tuple[CredentialSpec, ...] = ()
+    entities: tuple[EntitySpec, ...] = ()
+    scalesets: tuple[ScalesetSpec, ...] = ()
+    problems: tuple[InputProblem, ...] = ()
+
+
+def credential_name(app_id: int, installation_id: int) -> str:
+    """Return the GARM credential name the charm uses for one GitHub App installation."""
+    return f"app-{app_id}-{installation_id}"
+
+
+def provider_name_for_unit(unit_name: str) -> str | None:
+    """Derive the provider name from a configurator unit name.
+
+    Args:
+        unit_name: Juju unit name such as ``garm-configurator/0``.
+
+    Returns:
+        The name with ``/`` replaced by ``-``, or None when the result is not a safe provider
+        name (it ends up in file paths inside the workload).
+    """
+    name = unit_name.replace("/", "-")
+    return name if PROVIDER_NAME_PATTERN.fullmatch(name) else None
+
+
+def has_contract_data(data: Mapping[str, str]) -> bool:
+    """Tell whether a databag sets any key of the relation contract (spec 7.1)."""
+    return any(data.get(key) for key in CONTRACT_KEYS)
+
+
+def unpublished_relation_ids(
+    relation_ids: Sequence[int], units: Sequence[UnitData]
+) -> tuple[int, ...]:
+    """Return the relations none of whose remote units set a contract key.
+
+    Reconciling such a relation would read "nothing desired" and delete live objects, so the
+    caller skips the GARM chain while any of these exist. A relation without units counts as
+    unpublished.
+
+    Args:
+        relation_ids: ids of all garm-configurator relations.
+        units: the remote unit databags of those relations.
+
+    Returns:
+        The unpublished relation ids, sorted.
+    """
+    published = {unit.relation_id for unit in units if has_contract_data(unit.data)}
+    return tuple(sorted(rid for rid in set(relation_ids) if rid not in published))
+
+
+class _SchemaError(Protocol):
+    @property
+    def absolute_path(self) -> Sequence[str | int]: ...
+
+
+class _SchemaValidator(Protocol):
+    def iter_errors(self, instance: object) -> Iterator[_SchemaError]: ...
+
+
+@cache
+def load_schema() -> Mapping[str, object]:
+    """Return the garm_configurator_v0 JSON Schema shipped in ``src/interfaces``."""
+    return cast(Mapping[str, object], json.loads(SCHEMA_PATH.read_text(encoding="utf-8")))
+
+
+@cache
+def _validator() -> _SchemaValidator:
+    return cast(_SchemaValidator, jsonschema.Draft202012Validator(load_schema()))
+
+
+def schema_failures(data: Mapping[str, str]) -> tuple[str, ...]:
+    """Validate one unit databag against the relation schema.
+
+    Args:
+        data: the unit databag.
+
+    Returns:
+        The sorted names of the keys that fail the schema (``<databag>`` for a failure of the
+        whole mapping); empty when the databag is valid. Error messages are not returned because
+        they quote the offending values.
+    """
+    keys = {
+        str(error.absolute_path[0]) if error.absolute_path else "<databag>"
+        for error in _validator().iter_errors(dict(data))
+    }
+    return tuple(sorted(keys))
+
+
+def parse_configurator_units(
+    units: Sequence[UnitData], read_secret: SecretReader
+) -> ConfiguratorInputs:
+    """Parse the garm-configurator unit databags into desired state (spec 7.3-7.6).
+
+    A unit whose databag fails the JSON schema contributes nothing this pass: no provider,
+    credential, entity or scale set. Its scale set is then absent from the desired set and is
+    drained as an orphan, exactly like a spec skipped for a missing field. Its provider stays
+    available because the provider record keeps earlier entries (the caller's job). Other bad
+    input (missing fields, bad numbers, unreadable secrets) skips only what depends on it. Every
+    skip is logged as a warning and reported in ``problems``; no value is ever logged.
+
+    Scale set specs carry ``template_id=0``; the caller fills in the charmed template id once
+    that template exists in GARM.
+
+    Args:
+        units: remote unit databags, sorted by relation id then unit name.
+        read_secret: returns the ``value`` of a configurator secret by URI, or None when it
+            cannot be read (the reader logs why).
+
+    Returns:
+        The parsed providers, credentials, entities, scale set specs and problems.
+    """
+    parser = _ConfiguratorParser(read_secret)
+    for unit in units:
+        parser.add_unit(unit)
+    return parser.result()
+
+
+def _text(data: Mapping[str, str], key: str) -> str:
+    return (data.get(key) or "").strip()
+
+
+def _entity_target(data: Mapping[str, str]) -> tuple[str, str] | None:
+    if org := _text(data, "org"):
+        return ("organization", org)
+    if repo := _text(data, "repo"):
+        return ("repository", repo)
+    return None
+
+
+def _pre_install_scripts(raw: str) -> tuple[dict[str, str], bool]:
+    """Parse the pre-install scripts; the flag tells whether the input was acceptable."""
+    if not raw.strip():
+        return {}, True
+    try:
+        parsed: object = json.loads(raw)
+    except ValueError:
+        return {}, False
+    if not isinstance(parsed, dict):
+        return {}, False
+    items = cast(dict[object, object], parsed).items()
+    scripts = {k: v for k, v in items if isinstance(k, str) and isinstance(v, str)}
+    return scripts, len(scripts) == len(items)
+
+
+@dataclass
+class _Candidate:
+    spec: ScalesetSpec
+    from_provider_unit: bool
+
+
+class _ConfiguratorParser:
+    """Accumulates the parse of one pass; the per-unit rules live in the methods."""
+
+    def __init__(self, read_secret: SecretReader) -> None:
+        self._read_secret = read_secret
+        self._secret_cache: dict[str, str | None] = {}
+        self._providers: list[ProviderConfig] = []
+        self._credentials: dict[tuple[int, int], CredentialSpec] = {}
+        self._entities: dict[tuple[str, str], EntitySpec] = {}
+        self._scalesets: dict[tuple[int, str], _Candidate] = {}
+        self._problems: list[InputProblem] = []
+
+    def result(self) -> ConfiguratorInputs:
+        return ConfiguratorInputs(
+            providers=tuple(self._providers),
+            credentials=tuple(self._credentials.values()),
+            entities=tuple(self._entities.values()),
+            scalesets=tuple(candidate.spec for candidate in self._scalesets.values()),
+            problems=tuple(self._problems),
+        )
+
+    def add_unit(self, unit: UnitData) -> None:
+        failed = schema_failures(unit.data)
+        if failed:
+            # The whole unit is ignored: half-parsing data that breaks the contract could
+            # publish a spec built from the wrong fields.
+            logger.warning(
+                "ignoring garm-configurator data of %s this pass; keys failing the contract: %s",
+                unit.unit_name,
+                ", ".join(failed),
+            )
+            self._problem(unit, "invalid keys: " + ", ".join(failed))
+            return
+        self._add_provider(unit)
+        ids = self._github_ids(unit)
+        if ids is not None:
+            self._add_credential(unit, ids)
+            self._add_entity(unit, ids)
+        self._add_scaleset(unit)
+
+    def _problem(self, unit: UnitData, reason: str) -> None:
+        self._problems.append(InputProblem(source=unit.unit_name, reason=reason))
+
+    def _secret(self, uri: str) -> str | None:
+        if uri not in self._secret_cache:
+            self._secret_cache[uri] = self._read_secret(uri)
+        return self._secret_cache[uri]
+
+    def _add_provider(self, unit: UnitData) -> None:
+        data = unit.data
+        if not _text(data, "openstack_auth_url"):
+            return
+        unit_name = provider_name_for_unit(unit.unit_name)
+        if unit_name is None:
+            logger.warning(
+                "not registering a provider for %r: the unit name is not a safe provider name",
+                unit.unit_name,
+            )
+            self._problem(unit, "unit name is not a valid provider name")
+            return
+        # Legacy configurators publish the password in plaintext; it wins when present.
+        password = data.get("openstack_password") or ""
+        if not password.strip():
+            uri = _text(data, "openstack_password_secret_uri")
+            password = (self._secret(uri) or "") if uri else ""
+        provider = ProviderConfig(
+            unit_name=unit_name,
+            network=_text(data, "openstack_network"),
+            auth_url=_text(data, "openstack_auth_url"),
+            username=_text(data, "openstack_username"),
+            password=password,
+            project_name=_text(data, "openstack_project_name"),
+            user_domain_name=_text(data, "openstack_user_domain_name"),
+            project_domain_name=_text(data, "openstack_project_domain_name"),
+            region_name=_text(data, "openstack_region_name"),
+        )
+        missing = [key for key, value in provider.as_dict().items() if not value.strip()]
+        if missing:
+            logger.warning(
+                "no provider from %s this pass; missing or unreadable: %s",
+                unit.unit_name,
+                ", ".join(missing),
+            )
+            self._problem(unit, "provider fields missing: " + ", ".join(missing))
+            return
+        self._providers.append(provider)
+
+    def _github_ids(self, unit: UnitData) -> tuple[int, int] | None:
+        app_raw = _text(unit.data, "github_app_id")
+        installation_raw = _text(unit.data, "github_installation_id")
+        if not app_raw or not installation_raw:
+            return None
+        if not (_DECIMAL.fullmatch(app_raw) and _DECIMAL.fullmatch(installation_raw)):
+            # The schema keeps these single-line, so quoting them cannot forge log lines.
+            logger.warning(
+                "skipping the GitHub credential and entity of %s: github_app_id %r and "
+                "github_installation_id %r must be non-negative integers",
+                unit.unit_name,
+                app_raw,
+                installation_raw,
+            )
+            self._problem(unit, "github_app_id or github_installation_id is not an integer")
+            return None
+        return int(app_raw), int(installation_raw)
+
+    def _add_credential(self, unit: UnitData, ids: tuple[int, int]) -> None:
+        uri = _text(unit.data, "github_private_key_secret_uri")
+        if not uri or ids in self._credentials:
+            return
+        name = credential_name(*ids)
+        private_key = self._secret(uri)
+        if private_key is None:
+            logger.warning(
+                "skipping credential %s from %s: private key secret %s is unreadable",
+                name,
+                unit.unit_name,
+                uri,
+            )
+            self._problem(unit, "GitHub private key secret is unreadable")
+            return
+        if not private_key.strip():
+            logger.warning(
+                "skipping credential %s from %s: the private key of app id %d is empty",
+                name,
+                unit.unit_name,
+                ids[0],
+            )
+            self._problem(unit, "GitHub private key is empty")
+            return
+        self._credentials[ids] = CredentialSpec(
+            name=name,
+            endpoint=DEFAULT_GITHUB_ENDPOINT,
+            app_id=ids[0],
+            installation_id=ids[1],
+            private_key=private_key,
+            description=MANAGED_CREDENTIAL_DESCRIPTION,
+        )
+
+    def _add_entity(self, unit: UnitData, ids: tuple[int, int]) -> None:
+        target = _entity_target(unit.data)
+        if target is None:
+            return
+        wanted = credential_name(*ids)
+        existing = self._entities.get(target)
+        if existing is None:
+            self._entities[target] = EntitySpec(target[0], target[1], wanted)
+        elif existing.credentials_name != wanted:
+            logger.warning(
+                "%s %s is already bound to credential %s; ignoring credential %s from %s",
+                target[0],
+                target[1],
+                existing.credentials_name,
+                wanted,
+                unit.unit_name,
+            )
+
+    def _add_scaleset(self, unit: UnitData) -> None:
+        spec = self._scaleset_spec(unit)
+        if spec is None:
+            return
+        from_provider_unit = bool(_text(unit.data, "openstack_auth_url"))
+        key = (unit.relation_id, spec.name)
+        current = self._scalesets.get(key)
+        # Every unit of a configurator publishes the same logical scale set; the unit that
+        # published the provider wins because only its provider is registered in GARM.
+        if current is None or (from_provider_unit and not current.from_provider_unit):
+            self._scalesets[key] = _Candidate(spec, from_provider_unit)
+
+    def _scaleset_spec(self, unit: UnitData) -> ScalesetSpec | None:
+        data = unit.data
+        name = _text(data, "name")
+        if not name:
+            return None
+        target = _entity_target(data)
+        if target is None:
+            logger.warning(
+                "skipping scale set %s from %s: neither org nor repo is set", name, unit.unit_name
+            )
+            self._problem(unit, "neither org nor repo is set")
+            return None
+        missing = [label for key, label in _SCALESET_REQUIRED if not _text(data, key)]
+        if missing:
+            logger.warning(
+                "skipping scale set %s from %s: missing %s",
+                name,
+                unit.unit_name,
+                ", ".join(missing),
+            )
+            self._problem(unit, "scale set fields missing: " + ", ".join(missing))
+            return None
+        counts = self._counts(unit, name)
+        if counts is None:
+            return None
+        return ScalesetSpec(
+            name=name,
+            provider_name=_text(data, "provider_name"),
+            image=_text(data, "image_id"),
+            flavor=_text(data, "flavor"),
+            os_arch=_text(data, "os_arch"),
+            min_idle_runners=counts[0],
+            max_runners=counts[1],
+            entity_type=target[0],
+            entity_name=target[1],
+            labels=tuple(
+                label for label in (t.strip() for t in _text(data, "labels").split(",")) if label
+            ),
+            runner_group=_text(data, "runner_group"),
+            pre_install_scripts=self._scripts(unit, name),
+            runner_config=RunnerConfig.from_databag(data),
+        )
+
+    def _counts(self, unit: UnitData, name: str) -> tuple[int, int] | None:
+        raw = {
+            "min_idle_runner": _text(unit.data, "min_idle_runner") or "0",
+            "max_runner": _text(unit.data, "max_runner"),
+        }
+        bad = [key for key, value in raw.items() if not _DECIMAL.fullmatch(value)]
+        if bad:
+            logger.warning(
+                "skipping scale set %s from %s: %s must be a non-negative integer",
+                name,
+                unit.unit_name,
+                " and ".join(bad),
+            )
+            self._problem(unit, " and ".join(bad) + " is not an integer")
+            return None
+        return int(raw["min_idle_runner"]), int(raw["max_runner"])
+
+    def _scripts(self, unit: UnitData, name: str) -> dict[str, str]:
+        scripts, acceptable = _pre_install_scripts(unit.data.get("pre_install_scripts") or "")
+        if not acceptable:
+            logger.warning(
+                "scale set %s from %s: pre_install_scripts is not a JSON object of strings; "
+                "using %d of its scripts",
+                name,
+                unit.unit_name,
+                len(scripts),
+            )
+            self._problem(unit, "pre_install_scripts is not a JSON object of strings")
+        return scripts
+
+
+# --- debug-ssh (spec 15.1) -------------------------------------------------------------------
+
+
+def parse_debug_ssh(units: Sequence[UnitData]) -> tuple[DebugSshConnection, ...]:
+    """Parse the tmate servers published over debug-ssh, sorted by ``(host, port)``.
+
+    Incomplete units are skipped as not ready; a value with a line break is rejected as a
+    possible injection; a port outside 1..65535 is rejected. Each skip is a warning.
+
+    Args:
+        units: remote unit databags of the debug-ssh relations.
+
+    Returns:
+        The usable connections.
+    """
+    return _debug_ssh(units)[0]
+
+
+def _debug_ssh(
+    units: Sequence[UnitData],
+) -> tuple[tuple[DebugSshConnection, ...], tuple[InputProblem, ...]]:
+    connections: list[DebugSshConnection] = []
+    problems: list[InputProblem] = []
+    for unit in units:
+        values = {key: unit.data.get(key) or "" for key in DEBUG_SSH_KEYS}
+        missing = [key for key, value in values.items() if not value.strip()]
+        if missing:
+            logger.warning(
+                "debug-ssh unit %s not ready: %s unset", unit.unit_name, ", ".join(missing)
+            )
+            continue
+        injected = [key for key, value in values.items() if "\n" in value or "\r" in value]
+        if injected:
+            logger.warning(
+                "debug-ssh data of %s rejected: possible injection (line break in %s)",
+                unit.unit_name,
+                ", ".join(injected),
+            )
+            problems.append(InputProblem(unit.unit_name, "line break in debug-ssh data"))
+            continue
+        port = values["port"].strip()
+        if not (_DECIMAL.fullmatch(port) and 1 <= int(port) <= _MAX_PORT):
+            logger.warning(
+                "debug-ssh data of %s rejected: port is not in 1..65535", unit.unit_name
+            )
+            problems.append(InputProblem(unit.unit_name, "debug-ssh port is not in 1..65535"))
+            continue
+        connections.append(
+            DebugSshConnection(
+                host=values["host"].strip(),
+                port=int(port),
+                rsa_fingerprint=values["rsa_fingerprint"].strip(),
+                ed25519_fingerprint=values["ed25519_fingerprint"].strip(),
+            )
+        )
+    connections.sort(key=lambda c: (c.host, c.port))
+    return tuple(connections), tuple(problems)
+
+
+def describe_problems(problems: Sequence[InputProblem]) -> str:
+    """Summarise input problems in a short status fragment.
+
+    Args:
+        problems: the problems of this pass.
+
+    Returns:
+        ``invalid data from <source> (<reason>)``, followed by ``; +N more`` when there are
+        others; an empty string when there are none.
+    """
+    if not problems:
+        return ""
+    first = problems[0]
+    text = f"invalid data from {first.source} ({first.reason})"
+    if len(problems) > 1:
+        text += f"; +{len(problems) - 1} more"
+    return text
+
+
+# --- Juju adapter ------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class CharmState:
+    """The desired state read from Juju in one pass.
+
+    Attributes:
+        providers: providers published by configurator units this pass (spec 7.3).
+        credentials: GitHub App credentials (spec 7.4).
+        entities: organisations and repositories (spec 7.5).
+        scalesets: scale set specs with ``template_id=0`` (spec 7.6).
+        debug_ssh: usable tmate servers, sorted by ``(host, port)`` (spec 15.1).
+        configurator_relation_count: number of garm-configurator relations.
+        unpublished_relation_ids: configurator relations none of whose units set a contract key;
+            while any exist the GARM chain must not run (spec 5.2 step 11).
+        problems: bad input found this pass, for the status message.
+    """
+
+    providers: tuple[ProviderConfig, ...]
+    credentials: tuple[CredentialSpec, ...]
+    entities: tuple[EntitySpec, ...]
+    scalesets: tuple[ScalesetSpec, ...]
+    debug_ssh: tuple[DebugSshConnection, ...]
+    configurator_relation_count: int
+    unpublished_relation_ids: tuple[int, ...]
+    problems: tuple[InputProblem, ...]
+
+    @classmethod
+    def from_charm(cls, charm: ops.CharmBase) -> CharmState:
+        """Read the configurator and debug-ssh relations and their secrets.
+
+        Args:
+            charm: the charm whose model is read.
+
+        Returns:
+            The parsed state.
+        """
+        relations = sorted(charm.model.relations[CONFIGURATOR_RELATION_NAME], key=lambda r: r.id)
+        units = _relation_units(relations)
+        parsed = parse_configurator_units(units, _juju_secret_reader(charm.model))
+        debug_relations = sorted(
+            charm.model.relations[DEBUG_SSH_RELATION_NAME], key=lambda r: r.id
+        )
+        connections, debug_problems = _debug_ssh(_relation_units(debug_relations))
+        return cls(
+            providers=parsed.providers,
+            credentials=parsed.credentials,
+            entities=parsed.entities,
+            scalesets=parsed.scalesets,
+            debug_ssh=connections,
+            configurator_relation_count=len(relations),
+            unpublished_relation_ids=unpublished_relation_ids([r.id for r in relations], units),
+            problems=parsed.problems + debug_problems,
+        )
+
+
+def _relation_units(relations: Sequence[ops.Relation]) -> list[UnitData]:
+    """Detach the remote unit databags, in relation id then unit name order."""
+    units: list[UnitData] = []
+    for relation in relations:
+        for unit in sorted(relation.units, key=lambda u: u.name):
+            units.append(UnitData(relation.id, unit.name, dict(relation.data[unit])))
+    return units
+
+
+def _juju_secret_reader(model: ops.Model) -> SecretReader:
+    def read(uri: str) -> str | None:
+        try:
+            content = model.get_secret(id=uri).get_content(refresh=True)
+        except ops.SecretNotFoundError:
+            logger.warning("configurator secret %s not found or not granted to garm", uri)
+            return None
+        except ops.ModelError as exc:
+            logger.warning("cannot read configurator secret %s (%s)", uri, type(exc).__name__)
+            return None
+        value = content.get("value")
+        if value is None:
+            logger.warning("configurator secret %s has no 'value' key", uri)
+        return value
+
+    return read
