@@ -243,7 +243,7 @@ _SCALESET_REQUIRED = (
     ("max_runner", "max_runner"),
 )
 
-SecretReader = Callable[[str], "str | None"]
+SecretReader = Callable[[str], str | None]
 
 
 @dataclass(frozen=True)
