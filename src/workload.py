@@ -1,0 +1,258 @@
+"""The GARM workload: its Pebble layer, its environment and the entrypoint pushed to it.
+
+Everything here is a pure builder except :func:`apply_workload`, which talks to Pebble. The
+variable names come from ``garm_entrypoint`` so the charm and the container agree on them.
+The layer and environment hold secrets: callers must never log them.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Literal
+
+import ops
+
+from garm_entrypoint import (
+    APP_BASE_URL,
+    BACKEND_POSTGRESQL,
+    BACKEND_SQLITE,
+    DEFAULT_POSTGRESQL_DB_NAME,
+    DEFAULT_POSTGRESQL_PORT,
+    DEFAULT_POSTGRESQL_SSLMODE,
+    GARM_CONFIG_VERSION,
+    GARM_DB_BACKEND,
+    GARM_JWT_SECRET,
+    GARM_PASSPHRASE,
+    GARM_PORT,
+    GARM_PROVIDERS_JSON,
+    GARM_SQLITE_DB_FILE,
+    POSTGRESQL_DB_HOSTNAME,
+    POSTGRESQL_DB_NAME,
+    POSTGRESQL_DB_PASSWORD,
+    POSTGRESQL_DB_PORT,
+    POSTGRESQL_DB_SSLMODE,
+    POSTGRESQL_DB_USERNAME,
+    SQLITE_DB_FILE,
+)
+
+__all__ = [
+    "CHECK_NAME",
+    "CONTAINER_NAME",
+    "DATA_DIR",
+    "ENTRYPOINT_PATH",
+    "JUJU_PROXY_ENV_VARS",
+    "LAYER_LABEL",
+    "SERVICE_NAME",
+    "SQLITE_DB_FILE",
+    "DatabaseBackend",
+    "DatabaseConfig",
+    "apply_workload",
+    "build_environment",
+    "build_layer",
+    "config_version",
+    "entrypoint_source",
+    "proxy_environment",
+]
+
+CONTAINER_NAME = "garm"
+SERVICE_NAME = "garm"
+LAYER_LABEL = "garm"
+CHECK_NAME = "garm-alive"
+ENTRYPOINT_PATH = "/opt/garm-charm/garm_entrypoint.py"
+ENTRYPOINT_PERMISSIONS = 0o755
+DATA_DIR = "/var/lib/garm"
+SERVICE_COMMAND = f"python3 {ENTRYPOINT_PATH}"
+METRICS_URL = f"http://127.0.0.1:{GARM_PORT}/metrics"
+CONFIG_VERSION_LENGTH = 12
+
+# Juju model proxy variable -> the workload variables it sets (both spellings).
+JUJU_PROXY_ENV_VARS: dict[str, tuple[str, str]] = {
+    "JUJU_CHARM_HTTP_PROXY": ("HTTP_PROXY", "http_proxy"),
+    "JUJU_CHARM_HTTPS_PROXY": ("HTTPS_PROXY", "https_proxy"),
+    "JUJU_CHARM_NO_PROXY": ("NO_PROXY", "no_proxy"),
+}
+
+_ENTRYPOINT_FILE = Path(__file__).with_name("garm_entrypoint.py")
+
+DatabaseBackend = Literal["sqlite3", "postgresql"]
+
+
+@dataclass(frozen=True)
+class DatabaseConfig:
+    """The database GARM uses.
+
+    Attributes:
+        backend: ``sqlite3`` (the default, on the storage mount) or ``postgresql``.
+        host: PostgreSQL host name or address.
+        port: PostgreSQL port.
+        username: PostgreSQL user.
+        password: PostgreSQL password (kept out of ``repr``).
+        name: PostgreSQL database name.
+        sslmode: PostgreSQL SSL mode.
+    """
+
+    backend: DatabaseBackend = "sqlite3"
+    host: str = ""
+    port: int = DEFAULT_POSTGRESQL_PORT
+    username: str = ""
+    password: str = field(default="", repr=False)
+    name: str = DEFAULT_POSTGRESQL_DB_NAME
+    sslmode: str = DEFAULT_POSTGRESQL_SSLMODE
+
+    def __post_init__(self) -> None:
+        """Refuse a backend GARM does not support.
+
+        Raises:
+            ValueError: the backend is neither ``sqlite3`` nor ``postgresql``.
+        """
+        if self.backend not in (BACKEND_SQLITE, BACKEND_POSTGRESQL):
+            raise ValueError(f"unsupported database backend {self.backend!r}")
+
+    @classmethod
+    def sqlite(cls) -> DatabaseConfig:
+        """Return the default SQLite configuration."""
+        return cls(backend="sqlite3")
+
+
+def proxy_environment(juju_env: Mapping[str, str]) -> dict[str, str]:
+    """Map the Juju model proxy settings to the proxy variables GARM and its providers read.
+
+    Args:
+        juju_env: the charm's environment (``os.environ``).
+
+    Returns:
+        Upper- and lower-case variables for each Juju proxy setting that is set and non-empty.
+    """
+    environment: dict[str, str] = {}
+    for juju_name, names in JUJU_PROXY_ENV_VARS.items():
+        value = juju_env.get(juju_name, "")
+        if value:
+            for name in names:
+                environment[name] = value
+    return environment
+
+
+def entrypoint_source() -> str:
+    """Return the source of ``garm_entrypoint.py``, which is pushed into the container."""
+    return _ENTRYPOINT_FILE.read_text(encoding="utf-8")
+
+
+def config_version(source: str) -> str:
+    """Return a short digest of the entrypoint source, so a new entrypoint restarts GARM.
+
+    Args:
+        source: the entrypoint source.
+
+    Returns:
+        The first 12 hex digits of its SHA-256.
+    """
+    return hashlib.sha256(source.encode("utf-8")).hexdigest()[:CONFIG_VERSION_LENGTH]
+
+
+def _database_environment(database: DatabaseConfig) -> dict[str, str]:
+    if database.backend == BACKEND_SQLITE:
+        return {GARM_DB_BACKEND: BACKEND_SQLITE, GARM_SQLITE_DB_FILE: SQLITE_DB_FILE}
+    return {
+        GARM_DB_BACKEND: BACKEND_POSTGRESQL,
+        POSTGRESQL_DB_HOSTNAME: database.host,
+        POSTGRESQL_DB_PORT: str(database.port),
+        POSTGRESQL_DB_USERNAME: database.username,
+        POSTGRESQL_DB_PASSWORD: database.password,
+        POSTGRESQL_DB_NAME: database.name,
+        POSTGRESQL_DB_SSLMODE: database.sslmode,
+    }
+
+
+def build_environment(
+    *,
+    providers_json: str,
+    jwt_secret: str,
+    passphrase: str,
+    database: DatabaseConfig,
+    app_base_url: str,
+    proxy_env: Mapping[str, str],
+    config_version: str,
+) -> dict[str, str]:
+    """Build the GARM service environment read by the entrypoint.
+
+    Args:
+        providers_json: the canonical provider JSON (``[]`` when there is none).
+        jwt_secret: the JWT signing secret.
+        passphrase: the 32-character database passphrase.
+        database: the database settings.
+        app_base_url: GARM's external base URL; a trailing slash is dropped.
+        proxy_env: proxy variables from :func:`proxy_environment`.
+        config_version: the digest from :func:`config_version`.
+
+    Returns:
+        The environment, with keys in sorted order.
+    """
+    environment = {
+        GARM_PROVIDERS_JSON: providers_json,
+        GARM_JWT_SECRET: jwt_secret,
+        GARM_PASSPHRASE: passphrase,
+        APP_BASE_URL: app_base_url.rstrip("/"),
+        GARM_CONFIG_VERSION: config_version,
+        **_database_environment(database),
+        **proxy_env,
+    }
+    return dict(sorted(environment.items()))
+
+
+def build_layer(environment: Mapping[str, str]) -> ops.pebble.LayerDict:
+    """Build the Pebble layer running GARM through the entrypoint.
+
+    Args:
+        environment: the service environment from :func:`build_environment`.
+
+    Returns:
+        The layer; the same environment always gives an equal layer.
+    """
+    service: ops.pebble.ServiceDict = {
+        "override": "replace",
+        "summary": "GARM",
+        "startup": "enabled",
+        "command": SERVICE_COMMAND,
+        "environment": dict(sorted(environment.items())),
+    }
+    check: ops.pebble.CheckDict = {
+        "override": "replace",
+        "level": "alive",
+        "period": "30s",
+        "http": {"url": METRICS_URL},
+    }
+    return {
+        "summary": "garm",
+        "services": {SERVICE_NAME: service},
+        "checks": {CHECK_NAME: check},
+    }
+
+
+def _pushed_entrypoint(container: ops.Container) -> str | None:
+    try:
+        with container.pull(ENTRYPOINT_PATH) as handle:
+            return handle.read()
+    except (ops.pebble.PathError, UnicodeDecodeError):
+        return None
+
+
+def apply_workload(container: ops.Container, layer: ops.pebble.LayerDict, entrypoint: str) -> None:
+    """Push the entrypoint when it changed, add the layer and replan.
+
+    Pebble restarts the service only when its definition changed, so calling this with the
+    same inputs leaves a running GARM alone.
+
+    Args:
+        container: the GARM container; Pebble must be reachable.
+        layer: the layer from :func:`build_layer`.
+        entrypoint: the entrypoint source from :func:`entrypoint_source`.
+    """
+    if _pushed_entrypoint(container) != entrypoint:
+        container.push(
+            ENTRYPOINT_PATH, entrypoint, make_dirs=True, permissions=ENTRYPOINT_PERMISSIONS
+        )
+    container.add_layer(LAYER_LABEL, layer, combine=True)
+    container.replan()
