@@ -34,6 +34,7 @@ class IngressCharm(ops.CharmBase):
     def __init__(self, framework: ops.Framework):
         super().__init__(framework)
         framework.observe(self.on[INGRESS_RELATION].relation_changed, self._handle)
+        framework.observe(self.on[INGRESS_RELATION].relation_broken, self._handle)
         framework.observe(self.on.update_status, self._handle)
 
     def _handle(self, _: ops.EventBase) -> None:
@@ -128,6 +129,18 @@ def test_without_relation_nothing_is_written_and_fallback_is_used():
     out = _run(testing.State(leader=True, model=testing.Model(name="test-model")))
 
     assert out.relations == frozenset()
+    assert RESULTS == [FALLBACK]
+
+
+def test_relation_being_removed_falls_back():
+    relation = testing.Relation(
+        INGRESS_RELATION,
+        interface="ingress",
+        remote_app_data={"ingress": '{"url": "https://garm.example.com"}'},
+    )
+    ctx = _ctx()
+    ctx.run(ctx.on.relation_broken(relation), _state(relation, leader=True))
+
     assert RESULTS == [FALLBACK]
 
 
