@@ -198,20 +198,14 @@ class GarmCharm(ops.CharmBase):
         provider_record.save_record(self.app, self.model, stored, kept)
 
     def _database_config(self, container: ops.Container) -> workload.DatabaseConfig | None:
-        """Return the database to use, or None while PostgreSQL data is incomplete."""
-        wanted = database.database_config(self)
-        current = workload.planned_backend(container)
-        if wanted.config is None:
-            # Incomplete relation data: keep running on what the plan already uses.
-            return workload.planned_database(container)
-        if current is not None and current != wanted.config.backend:
-            logger.warning(
-                "Database backend changes from %s to %s: data is not migrated; GARM starts "
-                "with an empty database and the previous one is left untouched",
-                current,
-                wanted.config.backend,
-            )
-        return wanted.config
+        """Return the database to run GARM with, or None while waiting for PostgreSQL data."""
+        wanted = database.database_config(self).config
+        current = workload.planned_database(container)
+        if wanted is None:
+            # Related but incomplete: keep what the plan already runs, if anything.
+            return current
+        database.warn_on_backend_switch(current.backend if current else None, wanted.backend)
+        return wanted
 
     def _apply_workload(
         self,

@@ -54,7 +54,10 @@ __all__ = [
     "build_layer",
     "config_version",
     "entrypoint_source",
+    "planned_database",
+    "planned_environment",
     "proxy_environment",
+    "stand_by",
 ]
 
 CONTAINER_NAME = "garm"
@@ -239,20 +242,89 @@ def _pushed_entrypoint(container: ops.Container) -> str | None:
         return None
 
 
-def apply_workload(container: ops.Container, layer: ops.pebble.LayerDict, entrypoint: str) -> None:
-    """Push the entrypoint when it changed, add the layer and replan.
+def apply_workload(container: ops.Container, layer: ops.pebble.LayerDict, entrypoint: str) -> bool:
+    """Push the entrypoint when it changed and, when the layer differs from the plan, replan.
 
-    Pebble restarts the service only when its definition changed, so calling this with the
-    same inputs leaves a running GARM alone.
+    An unchanged input touches nothing, so a running GARM is never restarted and a service an
+    operator stopped stays stopped. A changed input (providers, secrets, database, proxy,
+    entrypoint) restarts GARM through the replan.
 
     Args:
         container: the GARM container; Pebble must be reachable.
         layer: the layer from :func:`build_layer`.
         entrypoint: the entrypoint source from :func:`entrypoint_source`.
+
+    Returns:
+        Whether the layer was replanned.
     """
     if _pushed_entrypoint(container) != entrypoint:
         container.push(
             ENTRYPOINT_PATH, entrypoint, make_dirs=True, permissions=ENTRYPOINT_PERMISSIONS
         )
+    if _plan_matches(container.get_plan(), layer):
+        return False
     container.add_layer(LAYER_LABEL, layer, combine=True)
     container.replan()
+    return True
+
+
+def _plan_matches(plan: ops.pebble.Plan, layer: ops.pebble.LayerDict) -> bool:
+    wanted = ops.pebble.Layer(layer)
+    for name, service in wanted.services.items():
+        current = plan.services.get(name)
+        if current is None or current.to_dict() != service.to_dict():
+            return False
+    for name, check in wanted.checks.items():
+        current = plan.checks.get(name)
+        if current is None or current.to_dict() != check.to_dict():
+            return False
+    return True
+
+
+def stand_by(container: ops.Container) -> None:
+    """Stop GARM on a non-leader unit and keep it from starting with the pod.
+
+    The layer is switched to ``startup: disabled``, so when this unit becomes leader the full
+    layer differs from the plan and the replan starts GARM again.
+    """
+    plan = container.get_plan()
+    if SERVICE_NAME not in plan.services:
+        return
+    if plan.services[SERVICE_NAME].startup != "disabled":
+        override: ops.pebble.LayerDict = {
+            "services": {SERVICE_NAME: {"override": "merge", "startup": "disabled"}}
+        }
+        container.add_layer(LAYER_LABEL, override, combine=True)
+    if container.get_service(SERVICE_NAME).is_running():
+        container.stop(SERVICE_NAME)
+
+
+def planned_environment(container: ops.Container) -> dict[str, str]:
+    """Return the GARM service environment of the current plan (empty when there is none)."""
+    service = container.get_plan().services.get(SERVICE_NAME)
+    if service is None:
+        return {}
+    return {key: str(value) for key, value in service.environment.items()}
+
+
+def planned_database(container: ops.Container) -> DatabaseConfig | None:
+    """Rebuild the database settings the current plan runs GARM with, if there is a plan."""
+    environment = planned_environment(container)
+    backend = environment.get(GARM_DB_BACKEND)
+    if backend == BACKEND_SQLITE:
+        return DatabaseConfig.sqlite()
+    if backend != BACKEND_POSTGRESQL:
+        return None
+    try:
+        port = int(environment.get(POSTGRESQL_DB_PORT, ""))
+    except ValueError:
+        return None
+    return DatabaseConfig(
+        backend="postgresql",
+        host=environment.get(POSTGRESQL_DB_HOSTNAME, ""),
+        port=port,
+        username=environment.get(POSTGRESQL_DB_USERNAME, ""),
+        password=environment.get(POSTGRESQL_DB_PASSWORD, ""),
+        name=environment.get(POSTGRESQL_DB_NAME, DEFAULT_POSTGRESQL_DB_NAME),
+        sslmode=environment.get(POSTGRESQL_DB_SSLMODE, DEFAULT_POSTGRESQL_SSLMODE),
+    )
