@@ -573,6 +573,7 @@ def _nft_ruleset(ip: str, excludes: str, ports: str) -> str:
 
 
 ROUTE_OK = {
+    "snap install": {"stdout": "aproxy (edge) 0.2.4 installed\nsecond line\n"},
     "ip -4 route get": {"stdout": "1.1.1.1 via 10.0.0.1 dev ens3 src 10.0.0.5 uid 0\n"},
     "snap services aproxy": {
         "stdout": "Service  Startup  Current  Notes\naproxy.aproxy  enabled  active  -\n"
@@ -595,16 +596,16 @@ class TestAproxyScript:
         script = rt.render_aproxy_pre_install_script(RunnerConfig(runner_http_proxy=PROXY))
         lines = script.splitlines()
         assert (
-            f"snap set system proxy.http={PROXY}"
+            f"run snap set system proxy.http={PROXY}"
             ' || log "error: could not set the snapd HTTP proxy"' in lines
         )
         assert (
-            f"snap set system proxy.https={PROXY}"
+            f"run snap set system proxy.https={PROXY}"
             ' || log "error: could not set the snapd HTTPS proxy"' in lines
         )
-        assert "if ! snap install aproxy --edge; then" in lines
+        assert "if ! run snap install aproxy --edge; then" in lines
         assert (
-            "snap set aproxy proxy=proxy.example.com:3128 listen=:54969"
+            "run snap set aproxy proxy=proxy.example.com:3128 listen=:54969"
             ' || log "error: could not configure aproxy"'
         ) in lines
         assert "    if snap services aproxy 2> /dev/null | grep -qw active; then" in lines
@@ -613,6 +614,7 @@ class TestAproxyScript:
         script = rt.render_aproxy_pre_install_script(RunnerConfig(runner_http_proxy=PROXY))
         result, calls = _run(script, tmp_path, ROUTE_OK)
         assert result.returncode == 0, result.stderr
+        assert result.stderr == ""
         assert _cmds(calls) == [
             ["snap", "set", "system", f"proxy.http={PROXY}"],
             ["snap", "set", "system", f"proxy.https={PROXY}"],
@@ -625,7 +627,11 @@ class TestAproxyScript:
         ]
         assert calls[-1]["stdin"] == _nft_ruleset("10.0.0.5", "127.0.0.0/8", "80, 443")
         out_lines = result.stdout.splitlines()
-        assert out_lines
+        assert "[aproxy-bootstrap] aproxy (edge) 0.2.4 installed" in out_lines
+        assert "[aproxy-bootstrap] second line" in out_lines
+        assert (
+            out_lines[-1] == "[aproxy-bootstrap] egress on ports 80, 443 now goes through aproxy"
+        )
         assert all(line.startswith("[aproxy-bootstrap] ") for line in out_lines)
 
     def test_configured_ports_and_excludes(self, tmp_path: Path):
@@ -722,10 +728,11 @@ class TestAproxyScript:
         assert "[aproxy-bootstrap] error: no IPv4 source address" in result.stdout
 
     def test_nft_failure_is_logged(self, tmp_path: Path):
-        behaviour = {**ROUTE_OK, "nft": {"rc": 1}}
+        behaviour = {**ROUTE_OK, "nft": {"rc": 1, "stdout": "Error: bad\nmore\n"}}
         script = rt.render_aproxy_pre_install_script(RunnerConfig(runner_http_proxy=PROXY))
         result, _ = _run(script, tmp_path, behaviour)
         assert result.returncode == 0
+        assert "[aproxy-bootstrap] Error: bad\n[aproxy-bootstrap] more\n" in result.stdout
         assert "[aproxy-bootstrap] error: nft refused the aproxy ruleset" in result.stdout
 
 
