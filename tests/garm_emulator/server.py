@@ -1,0 +1,623 @@
+"""The emulator: GARM's HTTP surface on 127.0.0.1 plus a Python control API for tests."""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import re
+import socket
+import threading
+import uuid
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
+from urllib.parse import parse_qsl, urlsplit
+
+from . import routes
+from .state import ApiError, Credential, Entity, GarmState, InstanceRow, ScaleSetRow, dumps
+from .wire import DecodeError, decode_request, error_body
+
+API_PREFIX = "/api/v1"
+DEFAULT_ADMIN_PASSWORD = "Adm1n-pass-word!!"  # a test fixture value
+METRICS_BODY = (
+    b"# HELP garm_health Emulated GARM health.\n# TYPE garm_health gauge\ngarm_health 1\n"
+)
+WRITE_METHODS = frozenset({"POST", "PUT", "DELETE"})
+
+
+@dataclass(frozen=True)
+class RecordedRequest:
+    """One call the emulator received.
+
+    ``path`` is relative to ``/api/v1`` (``/scalesets/3``); ``/metrics`` is recorded as is.
+    ``body`` is the parsed JSON body, the raw text when it is not JSON, or ``None`` when empty.
+    """
+
+    method: str
+    path: str
+    query: dict[str, str]
+    body: Any
+
+
+@dataclass
+class _Fault:
+    method: str
+    pattern: re.Pattern[str]
+    remaining: int
+    status: int = 0
+    error: str | None = None
+    details: str = ""
+    drop: bool = False
+
+    def matches(self, method: str, path: str) -> bool:
+        return self.method in ("*", method) and self.pattern.fullmatch(path) is not None
+
+
+class _Server(ThreadingHTTPServer):
+    daemon_threads = True
+    emulator: GarmEmulator
+
+
+class _Handler(BaseHTTPRequestHandler):
+    protocol_version = "HTTP/1.1"
+    server: _Server  # pyright: ignore[reportIncompatibleVariableOverride]
+
+    def setup(self) -> None:
+        super().setup()
+        self.server.emulator.track_connection(self.connection, opened=True)
+
+    def finish(self) -> None:
+        try:
+            super().finish()
+        finally:
+            self.server.emulator.track_connection(self.connection, opened=False)
+
+    def log_message(self, format: str, *args: Any) -> None:
+        # Silence the per-request stderr lines; the request log records calls instead.
+        return
+
+    def do_GET(self) -> None:
+        self._serve("GET")
+
+    def do_POST(self) -> None:
+        self._serve("POST")
+
+    def do_PUT(self) -> None:
+        self._serve("PUT")
+
+    def do_DELETE(self) -> None:
+        self._serve("DELETE")
+
+    def _read_body(self) -> bytes:
+        length = int(self.headers.get("Content-Length") or 0)
+        return self.rfile.read(length) if length else b""
+
+    def _serve(self, method: str) -> None:
+        raw = self._read_body()
+        parts = urlsplit(self.path)
+        path = parts.path.rstrip("/") or "/"
+        if path.startswith(API_PREFIX + "/"):
+            path = path.removeprefix(API_PREFIX)
+        query = dict(parse_qsl(parts.query, keep_blank_values=True))
+        outcome = self.server.emulator.handle(
+            method, path, query, raw, self.headers.get("Authorization")
+        )
+        if outcome is None:
+            # An injected drop: hang up without answering.
+            self.close_connection = True
+            return
+        status, content_type, payload = outcome
+        self.send_response(status)
+        self.send_header("Content-Type", content_type)
+        self.send_header("Content-Length", str(len(payload)))
+        self.end_headers()
+        self.wfile.write(payload)
+
+
+def _parse_body(raw: bytes) -> Any:
+    if not raw:
+        return None
+    try:
+        return json.loads(raw)
+    except (ValueError, UnicodeDecodeError):
+        return raw.decode("utf-8", errors="replace")
+
+
+class GarmEmulator:
+    """An in-process GARM speaking GARM's wire format over real HTTP.
+
+    Args:
+        providers: the external providers GARM loaded at (simulated) process start.
+    """
+
+    def __init__(self, providers: list[str] | tuple[str, ...] = ()) -> None:
+        self.state = GarmState(list(providers))
+        self._requests: list[RecordedRequest] = []
+        self._faults: list[_Fault] = []
+        self._log_lock = threading.Lock()
+        self._connections: set[socket.socket] = set()
+        self._server: _Server | None = None
+        self._thread: threading.Thread | None = None
+
+    # ---- lifecycle ------------------------------------------------------------------------
+
+    def start(self) -> GarmEmulator:
+        """Listen on an ephemeral port of 127.0.0.1 and serve from a daemon thread."""
+        if self._server is not None:
+            return self
+        server = _Server(("127.0.0.1", 0), _Handler)
+        server.emulator = self
+        self._server = server
+        self._thread = threading.Thread(
+            target=server.serve_forever, name="garm-emulator", daemon=True
+        )
+        self._thread.start()
+        return self
+
+    def stop(self) -> None:
+        """Stop listening and hang up every open connection (clients then see GARM down)."""
+        server, self._server = self._server, None
+        if server is None:
+            return
+        server.shutdown()
+        server.server_close()
+        with self._log_lock:
+            connections = list(self._connections)
+        for conn in connections:
+            with contextlib.suppress(OSError):
+                conn.shutdown(socket.SHUT_RDWR)
+        if self._thread is not None:
+            self._thread.join(timeout=5)
+
+    def __enter__(self) -> GarmEmulator:
+        return self.start()
+
+    def __exit__(self, *_exc: object) -> None:
+        self.stop()
+
+    def track_connection(self, conn: socket.socket, opened: bool) -> None:
+        """Remember open client connections so :meth:`stop` can close them (server use)."""
+        with self._log_lock:
+            if opened:
+                self._connections.add(conn)
+            else:
+                self._connections.discard(conn)
+
+    @property
+    def port(self) -> int:
+        """The port the emulator listens on."""
+        if self._server is None:
+            raise RuntimeError("emulator is not started")
+        return self._server.server_address[1]
+
+    @property
+    def base_url(self) -> str:
+        """``http://127.0.0.1:<port>`` (no API prefix)."""
+        return f"http://127.0.0.1:{self.port}"
+
+    @property
+    def url(self) -> str:
+        """The API base URL, ``http://127.0.0.1:<port>/api/v1``."""
+        return self.base_url + API_PREFIX
+
+    def restart(self, providers: list[str] | tuple[str, ...]) -> None:
+        """Simulate a GARM process restart with a new provider set.
+
+        The database (every row, the admin user and the controller URLs) survives, and so do
+        issued tokens: GARM's JWTs are signed with a secret that outlives the process.
+        """
+        with self.state.lock:
+            self.state.providers = list(providers)
+
+    @property
+    def providers(self) -> list[str]:
+        """The providers loaded by the current (simulated) process."""
+        with self.state.lock:
+            return list(self.state.providers)
+
+    # ---- HTTP entry point -----------------------------------------------------------------
+
+    def handle(
+        self, method: str, path: str, query: dict[str, str], raw: bytes, authorization: str | None
+    ) -> tuple[int, str, bytes] | None:
+        """Answer one request: ``(status, content type, body)``, or ``None`` to hang up."""
+        body = _parse_body(raw)
+        with self._log_lock:
+            self._requests.append(RecordedRequest(method, path, dict(query), body))
+        fault = self._take_fault(method, path)
+        if fault is not None:
+            if fault.drop:
+                return None
+            return self._error(ApiError(fault.status, fault.details, fault.error))
+        if path == "/metrics" and method == "GET":
+            return 200, "text/plain; version=0.0.4", METRICS_BODY
+        try:
+            return self._dispatch(method, path, query, raw, body, authorization)
+        except ApiError as exc:
+            return self._error(exc)
+
+    def _dispatch(
+        self,
+        method: str,
+        path: str,
+        query: dict[str, str],
+        raw: bytes,
+        body: Any,
+        authorization: str | None,
+    ) -> tuple[int, str, bytes]:
+        found = routes.find_route(method, path)
+        if found is None:
+            raise ApiError(404, "Resource not found")
+        route, params = found
+        with self.state.lock:
+            routes.check_gate(self.state, route.gate, authorization)
+            decoded: dict[str, Any] = {}
+            if route.request_struct is not None:
+                if not isinstance(body, dict) or not raw:
+                    raise ApiError(400, "failed to decode request body")
+                try:
+                    decoded = decode_request(route.request_struct, body)
+                except DecodeError as exc:
+                    raise ApiError(400, f"failed to decode: {exc}") from None
+            status, payload = route.handler(self.state, params, query, decoded)
+        content = b"" if payload is None else dumps(payload)
+        return status, "application/json", content
+
+    @staticmethod
+    def _error(exc: ApiError) -> tuple[int, str, bytes]:
+        return exc.status, "application/json", dumps(error_body(exc.error, exc.details))
+
+    def _take_fault(self, method: str, path: str) -> _Fault | None:
+        with self._log_lock:
+            for fault in self._faults:
+                if fault.matches(method, path):
+                    fault.remaining -= 1
+                    if fault.remaining <= 0:
+                        self._faults.remove(fault)
+                    return fault
+        return None
+
+    # ---- fault injection ------------------------------------------------------------------
+
+    def fail_next(
+        self,
+        method: str,
+        path_regex: str,
+        status: int,
+        count: int = 1,
+        error: str | None = None,
+        details: str = "injected failure",
+    ) -> None:
+        r"""Answer the next ``count`` matching calls with ``status`` and GARM's error envelope.
+
+        ``path_regex`` must match the whole path relative to ``/api/v1`` (``/scalesets/\d+``);
+        ``method`` may be ``"*"``. ``error`` defaults to GARM's name for the status. Injected
+        failures come before every middleware.
+        """
+        self._add_fault(
+            _Fault(method.upper(), re.compile(path_regex), count, status, error, details)
+        )
+
+    def drop_next(self, method: str, path_regex: str, count: int = 1) -> None:
+        """Close the connection without answering the next ``count`` matching calls."""
+        self._add_fault(_Fault(method.upper(), re.compile(path_regex), count, drop=True))
+
+    def clear_faults(self) -> None:
+        """Forget every pending injected failure."""
+        with self._log_lock:
+            self._faults.clear()
+
+    def _add_fault(self, fault: _Fault) -> None:
+        if fault.remaining < 1:
+            raise ValueError("count must be at least 1")
+        with self._log_lock:
+            self._faults.append(fault)
+
+    # ---- request log ----------------------------------------------------------------------
+
+    @property
+    def requests(self) -> list[RecordedRequest]:
+        """Every call received so far, oldest first (a copy)."""
+        with self._log_lock:
+            return list(self._requests)
+
+    def clear_requests(self) -> None:
+        """Empty the request log."""
+        with self._log_lock:
+            self._requests.clear()
+
+    def writes(self) -> list[RecordedRequest]:
+        """The POST/PUT/DELETE calls, except ``/auth/login``."""
+        return [r for r in self.requests if r.method in WRITE_METHODS and r.path != "/auth/login"]
+
+    # ---- clock ----------------------------------------------------------------------------
+
+    @property
+    def now(self) -> datetime:
+        """The simulated clock (aware UTC); starts at the real time of construction."""
+        with self.state.lock:
+            return self.state.now
+
+    def advance(self, delta: timedelta = timedelta(seconds=30)) -> None:
+        """Move the clock forward by ``delta``, then run one tick of GARM's workers."""
+        with self.state.lock:
+            self.state.now += delta
+            self.state.tick()
+
+    def tick(self) -> None:
+        """Run one tick of GARM's workers without moving the clock."""
+        with self.state.lock:
+            self.state.tick()
+
+    # ---- bootstrap ------------------------------------------------------------------------
+
+    def bootstrap(
+        self,
+        username: str = "admin",
+        password: str = DEFAULT_ADMIN_PASSWORD,
+        urls: bool = True,
+        email: str = "admin@garm.local",
+        full_name: str = "GARM Admin",
+        base_url: str | None = None,
+    ) -> str:
+        """Do first-run (and, with ``urls``, set the controller URLs) directly in state.
+
+        URLs are derived from ``base_url`` (default: the emulator's own address) the way the
+        charm derives them. Returns a valid bearer token for the admin.
+        """
+        with self.state.lock:
+            if not self.state.initialised:
+                self.state.first_run(
+                    {
+                        "username": username,
+                        "password": password,
+                        "email": email,
+                        "full_name": full_name,
+                    }
+                )
+            if urls:
+                base = (base_url or self.base_url).rstrip("/")
+                ctl = self.state.controller
+                ctl.metadata_url = f"{base}/api/v1/metadata"
+                ctl.callback_url = f"{base}/api/v1/callbacks"
+                ctl.webhook_url = f"{base}/webhooks"
+                ctl.agent_url = f"{base}/agent"
+            return self.state.login({"username": username, "password": password})
+
+    # ---- read-only views (wire JSON, as GARM serialises it) -------------------------------
+
+    def controller(self) -> dict[str, Any]:
+        """The ControllerInfo answer."""
+        with self.state.lock:
+            return self.state.controller_wire()
+
+    def credentials(self) -> list[dict[str, Any]]:
+        """The credentials list answer."""
+        with self.state.lock:
+            return [self.state.credential_wire(c) for c in self.state.credentials.values()]
+
+    def credential_secrets(self, name: str) -> dict[str, Any] | None:
+        """What GARM stored for a credential's auth (app/pat), never sent over the wire."""
+        with self.state.lock:
+            cred = self.state.credential_by_name(name)
+            return None if cred is None else {"app": dict(cred.app), "pat": dict(cred.pat)}
+
+    def organizations(self) -> list[dict[str, Any]]:
+        """The organizations list answer."""
+        with self.state.lock:
+            return self.state.list_entities("organization", {})
+
+    def repositories(self) -> list[dict[str, Any]]:
+        """The repositories list answer."""
+        with self.state.lock:
+            return self.state.list_entities("repository", {})
+
+    def scalesets(self) -> list[dict[str, Any]]:
+        """The scale sets list answer."""
+        with self.state.lock:
+            rows = sorted(self.state.scalesets.values(), key=lambda r: r.id)
+            return [self.state.scaleset_wire(r) for r in rows]
+
+    def scaleset_by_name(self, name: str) -> dict[str, Any] | None:
+        """The named scale set as GARM serialises it, or ``None``."""
+        with self.state.lock:
+            row = self.state.scaleset_by_name(name)
+            return None if row is None else self.state.scaleset_wire(row)
+
+    def instances(self, scaleset_name: str | None = None) -> list[dict[str, Any]]:
+        """Instances of one scale set (or of all, when ``None``) as GARM serialises them."""
+        with self.state.lock:
+            rows = list(self.state.instances.values())
+            if scaleset_name is not None:
+                row = self.state.scaleset_by_name(scaleset_name)
+                rows = [i for i in rows if row is not None and i.scaleset_id == row.id]
+            return [self.state.instance_wire(i) for i in rows]
+
+    def instance(self, name: str) -> dict[str, Any] | None:
+        """One instance as GARM serialises it, or ``None``."""
+        with self.state.lock:
+            inst = self.state.instances.get(name)
+            return None if inst is None else self.state.instance_wire(inst)
+
+    def templates(self) -> list[dict[str, Any]]:
+        """Every template with its body (as ``GET /templates/{id}`` answers)."""
+        with self.state.lock:
+            rows = sorted(self.state.templates.values(), key=lambda t: t.id)
+            return [self.state.template_wire(t) for t in rows]
+
+    def template_by_name(self, name: str) -> dict[str, Any] | None:
+        """One template with its body, or ``None``."""
+        return next((t for t in self.templates() if t["name"] == name), None)
+
+    def template_body(self, name: str) -> bytes | None:
+        """The decoded body of the named template, or ``None``."""
+        with self.state.lock:
+            tpl = next((t for t in self.state.templates.values() if t.name == name), None)
+            return None if tpl is None else tpl.data
+
+    # ---- seeding helpers (bypass HTTP and validation) -------------------------------------
+
+    def add_credential(
+        self, name: str, description: str = "Managed by garm", app_id: int = 1
+    ) -> dict[str, Any]:
+        """Store a GitHub App credential on the github.com endpoint."""
+        with self.state.lock:
+            cred_id = self.state.next_id("credential")
+            cred = Credential(
+                id=cred_id,
+                name=name,
+                description=description,
+                auth_type="app",
+                app={"app_id": app_id, "installation_id": 1, "private_key_bytes": b"key"},
+                pat={},
+                created_at=self.state.now,
+                updated_at=self.state.now,
+            )
+            self.state.credentials[cred_id] = cred
+            return self.state.credential_wire(cred)
+
+    def _seed_entity(self, kind: str, owner: str, name: str, credentials_name: str) -> Entity:
+        cred = self.state.credential_by_name(credentials_name)
+        if cred is None:
+            self.add_credential(credentials_name)
+            cred = self.state.credential_by_name(credentials_name)
+        assert cred is not None
+        key = f"{owner}/{name}" if kind == "repository" else name
+        for entity in self.state.entities.values():
+            if entity.kind == kind and entity.full_name == key:
+                return entity
+        entity = Entity(
+            id=str(uuid.uuid4()),
+            kind=kind,
+            name=name,
+            owner=owner,
+            credentials_id=cred.id,
+            webhook_secret="seeded",
+            created_at=self.state.now,
+            updated_at=self.state.now,
+        )
+        self.state.entities[entity.id] = entity
+        return entity
+
+    def add_organization(self, name: str, credentials_name: str = "seed-creds") -> dict[str, Any]:
+        """Store an organization (creating the named credential when missing)."""
+        with self.state.lock:
+            return self.state.entity_wire(
+                self._seed_entity("organization", "", name, credentials_name)
+            )
+
+    def add_repository(
+        self, owner: str, name: str, credentials_name: str = "seed-creds"
+    ) -> dict[str, Any]:
+        """Store a repository (creating the named credential when missing)."""
+        with self.state.lock:
+            return self.state.entity_wire(
+                self._seed_entity("repository", owner, name, credentials_name)
+            )
+
+    def add_scaleset(
+        self,
+        name: str,
+        *,
+        org: str | None = None,
+        repo: str | None = None,
+        provider_name: str | None = None,
+        image: str = "ubuntu-24.04",
+        flavor: str = "small",
+        max_runners: int = 2,
+        min_idle_runners: int = 0,
+        enabled: bool = True,
+        labels: list[str] | tuple[str, ...] = (),
+        template_id: int = 0,
+        extra_specs: dict[str, Any] | None = None,
+        runner_group: str = "",
+        updated_at: datetime | None = None,
+    ) -> dict[str, Any]:
+        """Store a scale set without GARM's checks (any provider, even ``""`` for legacy rows).
+
+        The entity is the organization ``org``, the repository ``repo`` (``owner/name``) or, when
+        neither is given, the organization ``seed-org``; it is created when missing.
+        """
+        with self.state.lock:
+            if repo is not None:
+                owner, _, repo_name = repo.partition("/")
+                entity = self._seed_entity("repository", owner, repo_name, "seed-creds")
+            else:
+                entity = self._seed_entity("organization", "", org or "seed-org", "seed-creds")
+            if provider_name is None:
+                provider_name = self.state.providers[0] if self.state.providers else ""
+            row = self.state.insert_scaleset(
+                name=name,
+                entity_id=entity.id,
+                provider_name=provider_name,
+                image=image,
+                flavor=flavor,
+                max_runners=max_runners,
+                min_idle_runners=min_idle_runners,
+                enabled=enabled,
+                labels=list(labels),
+                template_id=template_id,
+                extra_specs=None if extra_specs is None else json.dumps(extra_specs),
+                runner_group=runner_group,
+            )
+            if updated_at is not None:
+                row.updated_at = updated_at
+            return self.state.scaleset_wire(row)
+
+    def add_instance(
+        self,
+        scaleset_name: str,
+        status: str = "running",
+        runner_status: str = "idle",
+        updated_at: datetime | None = None,
+    ) -> dict[str, Any]:
+        """Store a runner of the named scale set in the given state."""
+        with self.state.lock:
+            inst = self.state.insert_instance(self._row(scaleset_name), status, runner_status)
+            if updated_at is not None:
+                inst.updated_at = updated_at
+            return self.state.instance_wire(inst)
+
+    def add_template(self, name: str, data: bytes, description: str = "") -> dict[str, Any]:
+        """Store a user template."""
+        with self.state.lock:
+            if self.state.user is None:
+                raise RuntimeError("bootstrap the emulator before seeding templates")
+            return self.state.create_template(
+                {"name": name, "description": description, "os_type": "linux", "data": data}
+            )
+
+    # ---- runner control -------------------------------------------------------------------
+
+    def _row(self, scaleset_name: str) -> ScaleSetRow:
+        row = self.state.scaleset_by_name(scaleset_name)
+        if row is None:
+            raise KeyError(f"no scale set named {scaleset_name!r}")
+        return row
+
+    def _inst(self, name: str) -> InstanceRow:
+        try:
+            return self.state.instances[name]
+        except KeyError:
+            raise KeyError(f"no instance named {name!r}") from None
+
+    def mark_busy(self, instance_name: str) -> None:
+        """A job starts on the runner: runner_status ``active``, job ``in_progress``."""
+        with self.state.lock:
+            inst = self._inst(instance_name)
+            inst.runner_status = "active"
+            self.state.set_job(inst, "in_progress")
+
+    def finish_job(self, instance_name: str) -> None:
+        """The runner's job ends; the ephemeral runner goes ``pending_delete``."""
+        with self.state.lock:
+            inst = self._inst(instance_name)
+            self.state.set_job(inst, "completed", conclusion="success")
+            inst.runner_status = "terminated"
+            inst.status = "pending_delete"
+
+    def set_github_unauthorized(self, instance_name: str, unauthorized: bool = True) -> None:
+        """Make GitHub answer 401 when GARM deregisters this runner (until bypassed)."""
+        with self.state.lock:
+            self._inst(instance_name).github_unauthorized = unauthorized

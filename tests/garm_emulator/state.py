@@ -1,0 +1,868 @@
+"""The emulated GARM database and the rules GARM applies to it.
+
+Everything here runs under :attr:`GarmState.lock`; the HTTP layer and the Python control API both
+take it. Refusals are raised as :class:`ApiError` and turned into GARM's error envelope by the
+server.
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+import uuid
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from typing import Any
+from urllib.parse import urlsplit
+
+from .wire import to_wire
+
+# GARM's error strings per status (apiserver/controllers: handleError).
+ERROR_NAMES = {
+    400: "Bad Request",
+    401: "Not Authorized",
+    404: "Not Found",
+    409: "Conflict",
+    422: "Unprocessable Content",
+    500: "Server error",
+}
+
+SYSTEM_TEMPLATE_ID = 1
+SYSTEM_TEMPLATE_NAME = "github_linux"
+SYSTEM_TEMPLATE_BODY = (
+    b"#!/bin/bash\n"
+    b"# GARM system template (emulated): installs and starts the GitHub runner.\n"
+    b"set -e\n"
+    b'echo "bootstrapping runner"\n'
+)
+DEFAULT_ENDPOINT = "github.com"
+DELETABLE_INSTANCE_STATUSES = frozenset(
+    {"running", "error", "pending_delete", "pending_force_delete"}
+)
+PENDING_DELETE = frozenset({"pending_delete", "pending_force_delete"})
+
+
+class ApiError(Exception):
+    """A refusal GARM answers with its error envelope."""
+
+    def __init__(self, status: int, details: str = "", error: str | None = None) -> None:
+        super().__init__(f"{status}: {details}")
+        self.status = status
+        self.error = error or ERROR_NAMES.get(status, ERROR_NAMES[500])
+        # GARM sends no details for 401 and 500.
+        self.details = "" if status in (401, 500) and error is None else details
+
+
+@dataclass
+class User:
+    id: str
+    username: str
+    password: str
+    email: str
+    full_name: str
+    created_at: datetime
+    updated_at: datetime
+
+
+@dataclass
+class Controller:
+    controller_id: str = field(default_factory=lambda: str(uuid.uuid4()))
+    hostname: str = "garm-emulator"
+    metadata_url: str = ""
+    callback_url: str = ""
+    webhook_url: str = ""
+    agent_url: str = ""
+    garm_agent_releases_url: str = ""
+    enable_agent_tools_sync: bool = False
+    garm_agent_version: str = ""
+    allow_insecure_garm_agent: bool = False
+    minimum_job_age_backoff: int = 30
+    version: str = "v0.2.0-emulator"
+
+
+@dataclass
+class Credential:
+    id: int
+    name: str
+    description: str
+    auth_type: str
+    app: dict[str, Any]
+    pat: dict[str, Any]
+    created_at: datetime
+    updated_at: datetime
+    endpoint: str = DEFAULT_ENDPOINT
+
+
+@dataclass
+class Entity:
+    id: str
+    kind: str  # "organization" or "repository"
+    name: str
+    owner: str
+    credentials_id: int
+    webhook_secret: str
+    created_at: datetime
+    updated_at: datetime
+
+    @property
+    def full_name(self) -> str:
+        return f"{self.owner}/{self.name}" if self.kind == "repository" else self.name
+
+
+@dataclass
+class ScaleSetRow:
+    id: int
+    name: str
+    entity_id: str
+    provider_name: str
+    created_at: datetime
+    updated_at: datetime
+    image: str = ""
+    flavor: str = ""
+    os_type: str = "linux"
+    os_arch: str = "amd64"
+    max_runners: int = 0
+    min_idle_runners: int = 0
+    enabled: bool = False
+    runner_prefix: str = "garm"
+    runner_bootstrap_timeout: int = 20
+    extra_specs: str | None = None  # JSON text, as GARM keeps json.RawMessage
+    runner_group: str = ""
+    labels: list[str] = field(default_factory=lambda: list[str]())
+    template_id: int = 0
+    disable_update: bool = False
+    enable_shell: bool = False
+    generation: int = 0
+    github_scale_set_id: int = 0
+    state: str = "created"
+
+
+@dataclass
+class InstanceRow:
+    id: str
+    name: str
+    scaleset_id: int
+    provider_name: str
+    status: str
+    runner_status: str
+    created_at: datetime
+    updated_at: datetime
+    provider_id: str = ""
+    provider_fault: bytes | None = None
+    job: dict[str, Any] | None = None
+    github_unauthorized: bool = False
+
+
+@dataclass
+class TemplateRow:
+    id: int
+    name: str
+    description: str
+    os_type: str
+    forge_type: str
+    data: bytes
+    owner_id: str
+    created_at: datetime
+    updated_at: datetime
+
+
+def _now_utc() -> datetime:
+    return datetime.now(UTC)
+
+
+def _check_url(name: str, value: str) -> None:
+    parts = urlsplit(value)
+    if not value or parts.scheme not in ("http", "https") or not parts.netloc:
+        raise ApiError(400, f"invalid {name}")
+
+
+class GarmState:
+    """All of GARM's rows plus the simulated clock and the loaded providers."""
+
+    def __init__(self, providers: list[str], now: datetime | None = None) -> None:
+        self.lock = threading.RLock()
+        self.now = now or _now_utc()
+        self.providers: list[str] = list(providers)
+        self.user: User | None = None
+        self.tokens: set[str] = set()
+        self.controller = Controller()
+        self.credentials: dict[int, Credential] = {}
+        self.entities: dict[str, Entity] = {}
+        self.scalesets: dict[int, ScaleSetRow] = {}
+        self.instances: dict[str, InstanceRow] = {}
+        self.templates: dict[int, TemplateRow] = {}
+        self.tag_ids: dict[str, str] = {}
+        self._ids = {"credential": 0, "scaleset": 0, "template": SYSTEM_TEMPLATE_ID}
+        self._runner_counters: dict[str, int] = {}
+        self.templates[SYSTEM_TEMPLATE_ID] = TemplateRow(
+            id=SYSTEM_TEMPLATE_ID,
+            name=SYSTEM_TEMPLATE_NAME,
+            description="Default GitHub Linux template",
+            os_type="linux",
+            forge_type="github",
+            data=SYSTEM_TEMPLATE_BODY,
+            owner_id="system",
+            created_at=self.now,
+            updated_at=self.now,
+        )
+
+    def next_id(self, table: str) -> int:
+        self._ids[table] += 1
+        return self._ids[table]
+
+    # ---- controller and users -------------------------------------------------------------
+
+    @property
+    def initialised(self) -> bool:
+        return self.user is not None
+
+    @property
+    def urls_ready(self) -> bool:
+        ctl = self.controller
+        return bool(ctl.metadata_url and ctl.callback_url and ctl.agent_url)
+
+    def first_run(self, body: dict[str, Any]) -> dict[str, Any]:
+        if self.user is not None:
+            raise ApiError(409, "already initialized")
+        for key in ("username", "email", "password"):
+            if not body.get(key):
+                raise ApiError(400, f"missing {key}")
+        self.user = User(
+            id=str(uuid.uuid4()),
+            username=body["username"],
+            password=body["password"],
+            email=body["email"],
+            full_name=body.get("full_name", ""),
+            created_at=self.now,
+            updated_at=self.now,
+        )
+        return self.user_wire()
+
+    def user_wire(self) -> dict[str, Any]:
+        user = self.user
+        assert user is not None
+        return to_wire(
+            "User",
+            {
+                "id": user.id,
+                "created_at": user.created_at,
+                "updated_at": user.updated_at,
+                "email": user.email,
+                "username": user.username,
+                "full_name": user.full_name,
+                "enabled": True,
+                "is_admin": True,
+            },
+        )
+
+    def login(self, body: dict[str, Any]) -> str:
+        if not body.get("username") or not body.get("password"):
+            raise ApiError(400, "missing username or password")
+        user = self.user
+        if user is None or (body["username"], body["password"]) != (user.username, user.password):
+            raise ApiError(401)
+        token = uuid.uuid4().hex + uuid.uuid4().hex
+        self.tokens.add(token)
+        return token
+
+    def controller_wire(self) -> dict[str, Any]:
+        ctl = self.controller
+        values = {name: getattr(ctl, name) for name in vars(ctl)}
+        if ctl.webhook_url:
+            values["controller_webhook_url"] = f"{ctl.webhook_url}/{ctl.controller_id}"
+        return to_wire("ControllerInfo", values)
+
+    def update_controller(self, body: dict[str, Any]) -> dict[str, Any]:
+        urls = ("metadata_url", "callback_url", "webhook_url", "agent_url")
+        for name in urls:
+            if name in body:
+                _check_url(name, body[name])
+        for name, value in body.items():
+            if hasattr(self.controller, name) and name != "controller_id":
+                setattr(self.controller, name, value)
+        return self.controller_wire()
+
+    def providers_wire(self) -> list[dict[str, Any]]:
+        return [
+            to_wire(
+                "Provider",
+                {"name": name, "type": "external", "description": f"external provider {name}"},
+            )
+            for name in self.providers
+        ]
+
+    # ---- credentials ----------------------------------------------------------------------
+
+    def endpoint_wire(self) -> dict[str, Any]:
+        return {
+            "name": DEFAULT_ENDPOINT,
+            "description": "github.com",
+            "api_base_url": "https://api.github.com/",
+            "upload_base_url": "https://uploads.github.com/",
+            "base_url": "https://github.com",
+            "endpoint_type": "github",
+            "created_at": self.user.created_at if self.user else self.now,
+            "updated_at": self.user.created_at if self.user else self.now,
+        }
+
+    def credential_values(self, cred: Credential) -> dict[str, Any]:
+        endpoint = self.endpoint_wire()
+        return {
+            "id": cred.id,
+            "name": cred.name,
+            "description": cred.description,
+            "api_base_url": endpoint["api_base_url"],
+            "upload_base_url": endpoint["upload_base_url"],
+            "base_url": endpoint["base_url"],
+            "auth-type": cred.auth_type,
+            "forge_type": "github",
+            "endpoint": endpoint,
+            "created_at": cred.created_at,
+            "updated_at": cred.updated_at,
+        }
+
+    def credential_wire(self, cred: Credential) -> dict[str, Any]:
+        # The wire struct has no field for keys: GARM never returns them.
+        return to_wire("ForgeCredentials", self.credential_values(cred))
+
+    def credential(self, cred_id: int) -> Credential:
+        try:
+            return self.credentials[cred_id]
+        except KeyError:
+            raise ApiError(404, "github credentials not found") from None
+
+    def credential_by_name(self, name: str) -> Credential | None:
+        return next((c for c in self.credentials.values() if c.name == name), None)
+
+    def _check_auth(self, auth_type: str, app: dict[str, Any], pat: dict[str, Any]) -> None:
+        if auth_type == "app":
+            if not app.get("app_id") or not app.get("installation_id"):
+                raise ApiError(400, "missing app_id or installation_id")
+            if not app.get("private_key_bytes"):
+                raise ApiError(400, "missing private key")
+        elif auth_type == "pat":
+            if not pat.get("oauth2_token"):
+                raise ApiError(400, "missing oauth2_token")
+        else:
+            raise ApiError(400, f"invalid auth_type {auth_type!r}")
+
+    def create_credential(self, body: dict[str, Any]) -> dict[str, Any]:
+        name = body.get("name", "")
+        if not name:
+            raise ApiError(400, "missing name")
+        if not body.get("endpoint"):
+            raise ApiError(400, "missing endpoint")
+        if body["endpoint"] != DEFAULT_ENDPOINT:
+            raise ApiError(404, "github endpoint not found")
+        auth_type = body.get("auth_type", "")
+        app, pat = body.get("app", {}), body.get("pat", {})
+        self._check_auth(auth_type, app, pat)
+        if self.credential_by_name(name) is not None:
+            raise ApiError(409, "github credentials already exists")
+        cred = Credential(
+            id=self.next_id("credential"),
+            name=name,
+            description=body.get("description", ""),
+            auth_type=auth_type,
+            app=app,
+            pat=pat,
+            created_at=self.now,
+            updated_at=self.now,
+        )
+        self.credentials[cred.id] = cred
+        return self.credential_wire(cred)
+
+    def update_credential(self, cred_id: int, body: dict[str, Any]) -> dict[str, Any]:
+        cred = self.credential(cred_id)
+        name = body.get("name")
+        if name is not None:
+            other = self.credential_by_name(name)
+            if not name:
+                raise ApiError(400, "name cannot be empty")
+            if other is not None and other.id != cred.id:
+                raise ApiError(409, "github credentials already exists")
+        if "app" in body and cred.auth_type != "app":
+            raise ApiError(400, "cannot update app credentials for non-app credentials")
+        if "pat" in body and cred.auth_type != "pat":
+            raise ApiError(400, "cannot update PAT credentials for non-PAT credentials")
+        new_app = {**cred.app, **body.get("app", {})}
+        new_pat = {**cred.pat, **body.get("pat", {})}
+        self._check_auth(cred.auth_type, new_app, new_pat)
+        cred.name = name or cred.name
+        cred.description = body.get("description", cred.description)
+        cred.app, cred.pat = new_app, new_pat
+        cred.updated_at = self.now
+        return self.credential_wire(cred)
+
+    def delete_credential(self, cred_id: int) -> None:
+        cred = self.credential(cred_id)
+        if any(e.credentials_id == cred.id for e in self.entities.values()):
+            raise ApiError(409, "credentials are in use by one or more entities")
+        del self.credentials[cred.id]
+
+    # ---- organizations and repositories ---------------------------------------------------
+
+    def entity_wire(self, entity: Entity) -> dict[str, Any]:
+        cred = self.credentials.get(entity.credentials_id)
+        values: dict[str, Any] = {
+            "id": entity.id,
+            "name": entity.name,
+            "credentials_name": cred.name if cred else "",
+            "credentials": self.credential_values(cred) if cred else None,
+            "credentials_id": entity.credentials_id,
+            "pool_manager_status": {"running": True},
+            "pool_balancing_type": "roundrobin",
+            "endpoint": self.endpoint_wire(),
+            "created_at": entity.created_at,
+            "updated_at": entity.updated_at,
+            "agent_mode": False,
+        }
+        if entity.kind == "repository":
+            values["owner"] = entity.owner
+            return to_wire("Repository", values)
+        return to_wire("Organization", values)
+
+    def entity(self, kind: str, entity_id: str) -> Entity:
+        entity = self.entities.get(entity_id)
+        if entity is None or entity.kind != kind:
+            raise ApiError(404, f"{kind} not found")
+        return entity
+
+    def list_entities(self, kind: str, filters: dict[str, str]) -> list[dict[str, Any]]:
+        # GARM's entity name columns use case-insensitive collation.
+        found = [
+            e
+            for e in self.entities.values()
+            if e.kind == kind
+            and all(getattr(e, key).lower() == value.lower() for key, value in filters.items())
+        ]
+        return [self.entity_wire(e) for e in found]
+
+    def _resolve_credentials(self, name: str) -> Credential:
+        cred = self.credential_by_name(name) if name else None
+        if cred is None:
+            raise ApiError(400, f"credentials {name!r} not defined")
+        return cred
+
+    def create_entity(self, kind: str, body: dict[str, Any]) -> dict[str, Any]:
+        name, owner = body.get("name", ""), body.get("owner", "")
+        if not name or (kind == "repository" and not owner):
+            raise ApiError(
+                400, "missing owner or name" if kind == "repository" else "missing name"
+            )
+        if not body.get("credentials_name"):
+            raise ApiError(400, "missing credentials name")
+        if not body.get("webhook_secret"):
+            raise ApiError(400, "missing secret")
+        cred = self._resolve_credentials(body["credentials_name"])
+        key = (f"{owner}/{name}" if kind == "repository" else name).lower()
+        if any(e.kind == kind and e.full_name.lower() == key for e in self.entities.values()):
+            raise ApiError(409, f"{kind} already exists")
+        entity = Entity(
+            id=str(uuid.uuid4()),
+            kind=kind,
+            name=name,
+            owner=owner,
+            credentials_id=cred.id,
+            webhook_secret=body["webhook_secret"],
+            created_at=self.now,
+            updated_at=self.now,
+        )
+        self.entities[entity.id] = entity
+        return self.entity_wire(entity)
+
+    def update_entity(self, kind: str, entity_id: str, body: dict[str, Any]) -> dict[str, Any]:
+        entity = self.entity(kind, entity_id)
+        if body.get("credentials_name"):
+            entity.credentials_id = self._resolve_credentials(body["credentials_name"]).id
+        if body.get("webhook_secret"):
+            entity.webhook_secret = body["webhook_secret"]
+        entity.updated_at = self.now
+        return self.entity_wire(entity)
+
+    def delete_entity(self, kind: str, entity_id: str) -> None:
+        entity = self.entity(kind, entity_id)
+        if any(s.entity_id == entity.id for s in self.scalesets.values()):
+            raise ApiError(409, f"{kind} has scale sets; delete them first")
+        del self.entities[entity.id]
+
+    # ---- templates ------------------------------------------------------------------------
+
+    def template_wire(self, tpl: TemplateRow, with_data: bool = True) -> dict[str, Any]:
+        return to_wire(
+            "Template",
+            {
+                "id": tpl.id,
+                "created_at": tpl.created_at,
+                "updated_at": tpl.updated_at,
+                "name": tpl.name,
+                "description": tpl.description,
+                "os_type": tpl.os_type,
+                "forge_type": tpl.forge_type,
+                "data": tpl.data if with_data else None,
+                "owner_id": tpl.owner_id,
+            },
+        )
+
+    def template(self, tpl_id: int) -> TemplateRow:
+        try:
+            return self.templates[tpl_id]
+        except KeyError:
+            raise ApiError(404, "template not found") from None
+
+    def _check_template_name(self, name: str, own_id: int = 0) -> None:
+        if any(t.name == name and t.id != own_id for t in self.templates.values()):
+            raise ApiError(409, f"template {name!r} already exists")
+
+    def create_template(self, body: dict[str, Any]) -> dict[str, Any]:
+        name = body.get("name", "")
+        if not name:
+            raise ApiError(400, "missing template name")
+        if body.get("os_type") not in ("linux", "windows"):
+            raise ApiError(400, "invalid os_type")
+        if body.get("forge_type", "github") not in ("github", "gitea"):
+            raise ApiError(400, "invalid forge_type")
+        if not body.get("data"):
+            raise ApiError(400, "missing template data")
+        self._check_template_name(name)
+        assert self.user is not None
+        tpl = TemplateRow(
+            id=self.next_id("template"),
+            name=name,
+            description=body.get("description", ""),
+            os_type=body["os_type"],
+            forge_type=body.get("forge_type", "github"),
+            data=body["data"],
+            owner_id=self.user.id,
+            created_at=self.now,
+            updated_at=self.now,
+        )
+        self.templates[tpl.id] = tpl
+        return self.template_wire(tpl)
+
+    def update_template(self, tpl_id: int, body: dict[str, Any]) -> dict[str, Any]:
+        tpl = self.template(tpl_id)
+        if tpl.owner_id == "system":
+            raise ApiError(400, "system templates cannot be modified")
+        if body.get("name"):
+            self._check_template_name(body["name"], tpl.id)
+            tpl.name = body["name"]
+        if "description" in body:
+            tpl.description = body["description"]
+        if body.get("data"):
+            tpl.data = body["data"]
+        tpl.updated_at = self.now
+        return self.template_wire(tpl)
+
+    def delete_template(self, tpl_id: int) -> None:
+        tpl = self.template(tpl_id)
+        if tpl.owner_id == "system":
+            raise ApiError(400, "system templates cannot be deleted")
+        if any(s.template_id == tpl.id for s in self.scalesets.values()):
+            raise ApiError(409, "template is in use by one or more scale sets")
+        del self.templates[tpl.id]
+
+    # ---- scale sets -----------------------------------------------------------------------
+
+    def tag_id(self, name: str) -> str:
+        return self.tag_ids.setdefault(name, str(uuid.uuid4()))
+
+    def scaleset_wire(self, row: ScaleSetRow) -> dict[str, Any]:
+        entity = self.entities.get(row.entity_id)
+        tpl = self.templates.get(row.template_id)
+        values: dict[str, Any] = {
+            "runner_prefix": row.runner_prefix,
+            "created_at": row.created_at,
+            "updated_at": row.updated_at,
+            "id": row.id,
+            "scale_set_id": row.github_scale_set_id,
+            "name": row.name,
+            "disable_update": row.disable_update,
+            "state": row.state,
+            "provider_name": row.provider_name,
+            "max_runners": row.max_runners,
+            "min_idle_runners": row.min_idle_runners,
+            "image": row.image,
+            "flavor": row.flavor,
+            "os_type": row.os_type,
+            "os_arch": row.os_arch,
+            "enabled": row.enabled,
+            "enable_shell": row.enable_shell,
+            "generation": row.generation,
+            "endpoint": self.endpoint_wire(),
+            "runner_bootstrap_timeout": row.runner_bootstrap_timeout,
+            "extra_specs": row.extra_specs,
+            "github-runner-group": row.runner_group,
+            "tags": [{"id": self.tag_id(label), "name": label} for label in row.labels],
+            "status_messages": [],
+            "template_id": row.template_id,
+            "template_name": tpl.name if tpl else "",
+        }
+        if entity is not None and entity.kind == "repository":
+            values.update(repo_id=entity.id, repo_name=entity.name)
+        elif entity is not None:
+            values.update(org_id=entity.id, org_name=entity.name)
+        return to_wire("ScaleSet", values)
+
+    def scaleset(self, scaleset_id: int) -> ScaleSetRow:
+        try:
+            return self.scalesets[scaleset_id]
+        except KeyError:
+            raise ApiError(404, "scale set not found") from None
+
+    def scaleset_by_name(self, name: str) -> ScaleSetRow | None:
+        return next((s for s in self.scalesets.values() if s.name == name), None)
+
+    def _check_template_ref(self, template_id: int) -> None:
+        if template_id and template_id not in self.templates:
+            raise ApiError(404, "template not found")
+
+    @staticmethod
+    def _validate_create(body: dict[str, Any]) -> None:
+        checks = (
+            (not body.get("name"), "missing scale set name"),
+            (not body.get("provider_name"), "missing provider"),
+            (not body.get("max_runners"), "max_runners cannot be 0"),
+            (
+                body.get("min_idle_runners", 0) > body.get("max_runners", 0),
+                "min_idle_runners cannot be larger than max_runners",
+            ),
+            (not body.get("image"), "missing image"),
+            (not body.get("flavor"), "missing flavor"),
+            (body.get("os_type", "linux") not in ("linux", "windows"), "invalid os_type"),
+        )
+        for failed, details in checks:
+            if failed:
+                raise ApiError(400, details)
+
+    def create_scaleset(self, kind: str, entity_id: str, body: dict[str, Any]) -> dict[str, Any]:
+        entity = self.entity(kind, entity_id)
+        self._validate_create(body)
+        if body["provider_name"] not in self.providers:
+            raise ApiError(400, f"could not find provider {body['provider_name']}")
+        if self.scaleset_by_name(body["name"]) is not None:
+            raise ApiError(409, f"scale set {body['name']!r} already exists")
+        self._check_template_ref(body.get("template_id", 0))
+        row = self.insert_scaleset(
+            name=body["name"],
+            entity_id=entity.id,
+            provider_name=body["provider_name"],
+            image=body["image"],
+            flavor=body["flavor"],
+            os_type=body.get("os_type", "linux"),
+            os_arch=body.get("os_arch", "amd64"),
+            max_runners=body["max_runners"],
+            min_idle_runners=body.get("min_idle_runners", 0),
+            enabled=body.get("enabled", False),
+            runner_prefix=body.get("runner_prefix") or "garm",
+            runner_bootstrap_timeout=body.get("runner_bootstrap_timeout") or 20,
+            extra_specs=body.get("extra_specs"),
+            runner_group=body.get("github-runner-group", ""),
+            labels=list(body.get("labels", [])),
+            template_id=body.get("template_id", 0),
+            disable_update=body.get("disable_update", False),
+            enable_shell=body.get("enable_shell", False),
+        )
+        return self.scaleset_wire(row)
+
+    def insert_scaleset(self, **values: Any) -> ScaleSetRow:
+        row_id = self.next_id("scaleset")
+        row = ScaleSetRow(
+            id=row_id,
+            created_at=self.now,
+            updated_at=self.now,
+            github_scale_set_id=1000 + row_id,
+            **values,
+        )
+        self.scalesets[row.id] = row
+        return row
+
+    _POINTER_FIELDS = (
+        ("enabled", "enabled"),
+        ("max_runners", "max_runners"),
+        ("min_idle_runners", "min_idle_runners"),
+        ("runner_bootstrap_timeout", "runner_bootstrap_timeout"),
+        ("disable_update", "disable_update"),
+        ("enable_shell", "enable_shell"),
+        ("runner_group", "runner_group"),
+        ("template_id", "template_id"),
+        ("extra_specs", "extra_specs"),
+    )
+    # Plain (non-pointer) strings: GARM only applies them when non-empty.
+    _VALUE_FIELDS = ("name", "image", "flavor", "os_type", "os_arch", "runner_prefix")
+
+    def update_scaleset(self, scaleset_id: int, body: dict[str, Any]) -> dict[str, Any]:
+        row = self.scaleset(scaleset_id)
+        max_runners = body.get("max_runners", row.max_runners)
+        if body.get("min_idle_runners", row.min_idle_runners) > max_runners:
+            raise ApiError(400, "min_idle_runners cannot be larger than max_runners")
+        if body.get("name") and body["name"] != row.name and self.scaleset_by_name(body["name"]):
+            raise ApiError(409, f"scale set {body['name']!r} already exists")
+        self._check_template_ref(body.get("template_id", 0))
+        for key, attr in self._POINTER_FIELDS:
+            if key in body:
+                setattr(row, attr, body[key])
+        for key in self._VALUE_FIELDS:
+            if body.get(key):
+                setattr(row, key, body[key])
+        row.generation += 1
+        row.updated_at = self.now
+        return self.scaleset_wire(row)
+
+    def delete_scaleset(self, scaleset_id: int) -> None:
+        row = self.scalesets.get(scaleset_id)
+        if row is None:
+            return  # GARM treats deleting an unknown scale set as done
+        if any(i.scaleset_id == row.id for i in self.instances.values()):
+            raise ApiError(400, "scale set has runners")
+        if row.enabled:
+            raise ApiError(400, "scale set is enabled; disable it first")
+        del self.scalesets[row.id]
+
+    # ---- instances ------------------------------------------------------------------------
+
+    def instance_wire(self, inst: InstanceRow) -> dict[str, Any]:
+        row = self.scalesets.get(inst.scaleset_id)
+        return to_wire(
+            "Instance",
+            {
+                "id": inst.id,
+                "provider_id": inst.provider_id,
+                "provider_name": inst.provider_name,
+                "name": inst.name,
+                "os_type": row.os_type if row else "linux",
+                "os_arch": row.os_arch if row else "amd64",
+                "status": inst.status,
+                "runner_status": inst.runner_status,
+                "scale_set_id": inst.scaleset_id,
+                "provider_fault": inst.provider_fault,
+                "created_at": inst.created_at,
+                "updated_at": inst.updated_at,
+                "github-runner-group": row.runner_group if row else "",
+                "job": inst.job,
+                "capabilities": {"shell": False},
+                "generation": 0,
+            },
+        )
+
+    def scaleset_instances(self, scaleset_id: int) -> list[InstanceRow]:
+        return [i for i in self.instances.values() if i.scaleset_id == scaleset_id]
+
+    def instance(self, name: str) -> InstanceRow:
+        try:
+            return self.instances[name]
+        except KeyError:
+            raise ApiError(404, "instance not found") from None
+
+    def insert_instance(
+        self, row: ScaleSetRow, status: str = "pending_create", runner_status: str = "pending"
+    ) -> InstanceRow:
+        number = self._runner_counters.get(row.name, 0) + 1
+        self._runner_counters[row.name] = number
+        inst = InstanceRow(
+            id=str(uuid.uuid4()),
+            name=f"{row.name}-{number}",
+            scaleset_id=row.id,
+            provider_name=row.provider_name,
+            status=status,
+            runner_status=runner_status,
+            created_at=self.now,
+            updated_at=self.now,
+        )
+        if status != "pending_create":
+            inst.provider_id = f"{row.provider_name}-{inst.id[:8]}"
+        self.instances[inst.name] = inst
+        return inst
+
+    def delete_instance(self, name: str, force: bool, bypass_unauthorized: bool) -> None:
+        inst = self.instance(name)
+        if inst.status not in DELETABLE_INSTANCE_STATUSES:
+            raise ApiError(400, f"runner is in {inst.status} state and cannot be removed yet")
+        if inst.github_unauthorized and not bypass_unauthorized:
+            raise ApiError(401)
+        # GitHub refuses to remove a runner that is running a job; only a forced removal goes on.
+        if inst.runner_status == "active" and not force:
+            raise ApiError(400, "runner is busy")
+        inst.status = "pending_force_delete" if force else "pending_delete"
+        inst.updated_at = self.now
+
+    def set_job(self, inst: InstanceRow, status: str, conclusion: str = "") -> None:
+        job = inst.job or {
+            "id": len(self.instances) + 1,
+            "name": "build",
+            "runner_name": inst.name,
+            "started_at": self.now,
+            "created_at": self.now,
+        }
+        job.update(status=status, conclusion=conclusion, updated_at=self.now)
+        if status == "completed":
+            job["completed_at"] = self.now
+        inst.job = job
+        inst.updated_at = self.now
+
+    # ---- the clock ------------------------------------------------------------------------
+
+    def provider_loaded(self, row: ScaleSetRow | None) -> bool:
+        return row is not None and row.provider_name in self.providers
+
+    def tick(self) -> None:
+        """One pass of GARM's workers: finish deletes, boot runners, scale each scale set."""
+        self._finish_deletes()
+        self._boot_pending()
+        for row in sorted(self.scalesets.values(), key=lambda r: r.id):
+            if not self.provider_loaded(row):
+                continue
+            self._scale_up(row)
+            self._scale_down(row)
+
+    def _finish_deletes(self) -> None:
+        for inst in list(self.instances.values()):
+            if inst.status not in PENDING_DELETE:
+                continue
+            row = self.scalesets.get(inst.scaleset_id)
+            if self.provider_loaded(row):
+                del self.instances[inst.name]
+            elif not inst.provider_fault:
+                inst.provider_fault = f"provider {inst.provider_name!r} is not loaded".encode()
+                inst.updated_at = self.now
+
+    def _boot_pending(self) -> None:
+        for inst in self.instances.values():
+            if inst.status != "pending_create":
+                continue
+            if not self.provider_loaded(self.scalesets.get(inst.scaleset_id)):
+                continue
+            inst.status, inst.runner_status = "running", "idle"
+            inst.provider_id = f"{inst.provider_name}-{inst.id[:8]}"
+            inst.updated_at = self.now
+
+    def _scale_up(self, row: ScaleSetRow) -> None:
+        if not row.enabled:
+            return
+        runners = self.scaleset_instances(row.id)
+        ready = sum(
+            1
+            for i in runners
+            if i.status == "pending_create"
+            or (i.status == "running" and i.runner_status == "idle")
+        )
+        room = row.max_runners - len(runners)
+        for _ in range(max(0, min(row.min_idle_runners - ready, room))):
+            self.insert_instance(row)
+
+    def _scale_down(self, row: ScaleSetRow) -> None:
+        target = min(row.min_idle_runners, row.max_runners) if row.enabled else 0
+        idle = [
+            i
+            for i in self.scaleset_instances(row.id)
+            if i.status == "running" and i.runner_status == "idle"
+        ]
+        idle.sort(key=lambda i: (i.created_at, i.name))
+        for inst in idle[: max(0, len(idle) - target)]:
+            inst.status = "pending_delete"
+            inst.updated_at = self.now
+
+
+def dumps(value: Any) -> bytes:
+    """Encode an answer as compact JSON, as Go does."""
+    return json.dumps(value, separators=(",", ":")).encode("utf-8")

@@ -1,0 +1,31 @@
+"""Shared pytest fixtures for the unit tests."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+import pytest
+
+from tests.garm_emulator import DEFAULT_ADMIN_PASSWORD, GarmEmulator
+
+EMULATOR_PROVIDERS = ["garm-configurator-0"]
+ADMIN_USERNAME = "admin"
+ADMIN_PASSWORD = DEFAULT_ADMIN_PASSWORD
+
+
+@pytest.fixture
+def emulator() -> Iterator[GarmEmulator]:
+    """A started, fresh GARM emulator (not initialised) with one provider."""
+    garm = GarmEmulator(providers=list(EMULATOR_PROVIDERS))
+    garm.start()
+    try:
+        yield garm
+    finally:
+        garm.stop()
+
+
+@pytest.fixture
+def ready_emulator(emulator: GarmEmulator) -> GarmEmulator:
+    """The emulator after first-run as admin, with the controller URLs set."""
+    emulator.bootstrap(username=ADMIN_USERNAME, password=ADMIN_PASSWORD, urls=True)
+    return emulator
