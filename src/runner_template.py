@@ -235,15 +235,16 @@ def build_template_data(base: bytes, cfg: RunnerConfig) -> bytes:
 
 
 def _proxy_authority(proxy: str) -> str:
-    """Return ``host:port`` (userinfo and IPv6 brackets kept) of a proxy URL."""
-    for candidate in (proxy, f"//{proxy}"):
-        try:
-            netloc = urlsplit(candidate).netloc
-        except ValueError:
-            continue
-        if netloc:
-            return netloc
-    return proxy
+    """Return ``host:port`` (userinfo and IPv6 brackets kept) of a proxy URL.
+
+    A value without a scheme is read as a bare authority; an unparsable one is passed on as is
+    (it is shell-quoted, and aproxy then reports it).
+    """
+    try:
+        netloc = urlsplit(proxy if "://" in proxy else f"//{proxy}").netloc
+    except ValueError:
+        return proxy
+    return netloc or proxy
 
 
 def _aproxy_ports(value: str) -> list[str]:

@@ -664,6 +664,8 @@ class TestAproxyScript:
             ("http://[fd00::1]:3128", "[fd00::1]:3128"),
             ("http://user:pw@proxy:8080/path?q=1", "user:pw@proxy:8080"),
             ("proxy.internal:3128", "proxy.internal:3128"),
+            ("http://[fd00::1:3128", "http://[fd00::1:3128"),
+            ("http:///nohost", "http:///nohost"),
         ],
     )
     def test_authority(self, tmp_path: Path, proxy: str, authority: str):
