@@ -42,11 +42,12 @@ class RunnerConfig:
     """
 
     dockerhub_mirror: str = ""
-    runner_http_proxy: str = ""
+    # A proxy URL may carry credentials and a script may embed tokens: keep both out of repr.
+    runner_http_proxy: str = field(default="", repr=False)
     aproxy_exclude_addresses: str = ""
     aproxy_redirect_ports: str = ""
     otel_collector_endpoint: str = ""
-    pre_job_script: str = ""
+    pre_job_script: str = field(default="", repr=False)
 
     @classmethod
     def from_databag(cls, data: Mapping[str, str]) -> RunnerConfig:
