@@ -1,0 +1,677 @@
+"""Fidelity tests for the GARM emulator: wire format, GARM's refusals and the runner lifecycle."""
+
+from __future__ import annotations
+
+import base64
+import json
+from collections.abc import Iterator
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+import httpx
+import pytest
+
+from tests.garm_emulator import (
+    SYSTEM_TEMPLATE_BODY,
+    SYSTEM_TEMPLATE_ID,
+    GarmEmulator,
+    RecordedRequest,
+    to_wire,
+)
+from tests.garm_emulator.wire import go_time
+from tests.unit.conftest import ADMIN_PASSWORD
+
+PROVIDER = "garm-configurator-0"
+URLS = {
+    "metadata_url": "http://garm.example/api/v1/metadata",
+    "callback_url": "http://garm.example/api/v1/callbacks",
+    "webhook_url": "http://garm.example/webhooks",
+    "agent_url": "http://garm.example/agent",
+}
+FIRST_RUN = {
+    "username": "admin",
+    "password": ADMIN_PASSWORD,
+    "email": "admin@garm.local",
+    "full_name": "GARM Admin",
+}
+
+
+def b64(data: bytes) -> str:
+    return base64.b64encode(data).decode("ascii")
+
+
+def raw_client(emulator: GarmEmulator, token: str | None = None) -> httpx.Client:
+    headers = {"Authorization": f"Bearer {token}"} if token else {}
+    return httpx.Client(base_url=emulator.url, headers=headers, timeout=10)
+
+
+def login(emulator: GarmEmulator) -> str:
+    with raw_client(emulator) as anon:
+        answer = anon.post("/auth/login", json={"username": "admin", "password": ADMIN_PASSWORD})
+    assert answer.status_code == 200
+    return answer.json()["token"]
+
+
+@pytest.fixture
+def api(ready_emulator: GarmEmulator) -> Iterator[httpx.Client]:
+    """An httpx client holding a token obtained through POST /auth/login."""
+    with raw_client(ready_emulator, login(ready_emulator)) as client:
+        yield client
+
+
+def create_credential(api: httpx.Client, name: str = "creds") -> dict[str, Any]:
+    answer = api.post(
+        "/github/credentials",
+        json={
+            "name": name,
+            "description": "Managed by garm",
+            "endpoint": "github.com",
+            "auth_type": "app",
+            "app": {"app_id": 1, "installation_id": 2, "private_key_bytes": b64(b"PRIVATE")},
+        },
+    )
+    assert answer.status_code == 200, answer.text
+    return answer.json()
+
+
+def create_org(api: httpx.Client, name: str = "my-org", creds: str = "creds") -> dict[str, Any]:
+    answer = api.post(
+        "/organizations", json={"name": name, "credentials_name": creds, "webhook_secret": "s3"}
+    )
+    assert answer.status_code == 200, answer.text
+    return answer.json()
+
+
+def scaleset_body(name: str = "my-scaleset-18515357", **overrides: Any) -> dict[str, Any]:
+    body: dict[str, Any] = {
+        "name": name,
+        "provider_name": PROVIDER,
+        "image": "noble",
+        "flavor": "small",
+        "os_type": "linux",
+        "os_arch": "amd64",
+        "max_runners": 3,
+        "min_idle_runners": 1,
+        "enabled": True,
+        "labels": ["linux", "x64"],
+    }
+    body.update(overrides)
+    return body
+
+
+@pytest.fixture
+def org(api: httpx.Client) -> dict[str, Any]:
+    create_credential(api)
+    return create_org(api)
+
+
+def create_scaleset(api: httpx.Client, org: dict[str, Any], **overrides: Any) -> dict[str, Any]:
+    answer = api.post(f"/organizations/{org['id']}/scalesets", json=scaleset_body(**overrides))
+    assert answer.status_code == 200, answer.text
+    return answer.json()
+
+
+def assert_error(answer: httpx.Response, status: int, error: str, details: str | None = None):
+    assert answer.status_code == status, answer.text
+    body = answer.json()
+    assert set(body) == {"error", "details"}
+    assert body["error"] == error
+    if details is not None:
+        assert body["details"] == details
+
+
+# ---- the wire serialiser ------------------------------------------------------------------
+
+
+def test_to_wire_follows_go_omitempty_rules():
+    moment = datetime(2026, 1, 2, 3, 4, 5, 500000, tzinfo=UTC)
+    wire = to_wire(
+        "ScaleSet",
+        {"id": 0, "name": "x", "enabled": False, "min_idle_runners": 0, "updated_at": moment},
+    )
+    # omitempty scalars at their zero value vanish; non-omitempty ones and structs stay.
+    assert "enabled" not in wire
+    assert "min_idle_runners" not in wire
+    assert "id" not in wire
+    assert wire["name"] == "x"
+    assert wire["updated_at"] == "2026-01-02T03:04:05.5Z"
+    assert wire["created_at"] == "0001-01-01T00:00:00Z"
+    assert "status_messages" in wire
+    assert "endpoint" in wire
+
+
+def test_to_wire_keeps_false_behind_a_pointer_and_encodes_bytes():
+    assert (
+        to_wire("ForgeEndpoint", {"use_internal_tools_metadata": False}).get(
+            "use_internal_tools_metadata"
+        )
+        is False
+    )
+    assert to_wire("Template", {"data": b"#!"})["data"] == b64(b"#!")
+    assert to_wire("Template", {})["data"] is None  # []byte without omitempty: null
+    assert go_time(datetime(2026, 1, 1, tzinfo=UTC)) == "2026-01-01T00:00:00Z"
+
+
+# ---- middleware order and bootstrap refusals ----------------------------------------------
+
+
+def test_before_first_run_everything_but_first_run_is_init_required(emulator: GarmEmulator):
+    with raw_client(emulator) as anon:
+        for method, path in [
+            ("GET", "/controller-info"),
+            ("GET", "/scalesets"),
+            ("GET", "/providers"),
+            ("GET", "/controller"),
+            ("POST", "/auth/login"),
+        ]:
+            body = {"username": "admin", "password": "x"} if method == "POST" else None
+            answer = anon.request(method, path, json=body)
+            assert_error(answer, 409, "init_required", "Missing superuser")
+        assert anon.post("/first-run", json=FIRST_RUN).status_code == 200
+
+
+def test_second_first_run_is_a_conflict(emulator: GarmEmulator):
+    with raw_client(emulator) as anon:
+        first = anon.post("/first-run", json=FIRST_RUN)
+        assert first.status_code == 200
+        assert first.json()["username"] == "admin"
+        assert "password" not in first.json()
+        assert_error(anon.post("/first-run", json=FIRST_RUN), 409, "Conflict")
+
+
+def test_urls_gate_comes_before_auth(emulator: GarmEmulator):
+    emulator.bootstrap(password=ADMIN_PASSWORD, urls=False)
+    token = login(emulator)
+    with raw_client(emulator) as anon, raw_client(emulator, token) as admin:
+        for path in ["/controller-info", "/github/credentials", "/scalesets", "/templates"]:
+            assert_error(anon.get(path), 409, "urls_required")
+        for path in ["/organizations", "/repositories", "/providers", "/scalesets/1/instances"]:
+            assert_error(admin.get(path), 409, "urls_required")
+        assert_error(admin.delete("/instances/x"), 409, "urls_required")
+        # /controller is behind init and auth only.
+        assert_error(anon.get("/controller"), 401, "Not Authorized", "")
+        assert admin.get("/controller").status_code == 200
+        partial = {k: v for k, v in URLS.items() if k != "agent_url"}
+        assert admin.put("/controller", json=partial).status_code == 200
+        assert_error(anon.get("/controller-info"), 409, "urls_required")
+        assert admin.put("/controller", json={"agent_url": URLS["agent_url"]}).status_code == 200
+        assert_error(anon.get("/controller-info"), 401, "Not Authorized", "")
+        assert admin.get("/controller-info").status_code == 200
+
+
+def test_auth_refuses_missing_and_bad_tokens(ready_emulator: GarmEmulator):
+    with raw_client(ready_emulator) as anon, raw_client(ready_emulator, "forged") as forged:
+        assert_error(anon.get("/scalesets"), 401, "Not Authorized", "")
+        assert_error(forged.get("/scalesets"), 401, "Not Authorized", "")
+        assert_error(forged.get("/controller"), 401, "Not Authorized", "")
+        bad_login = anon.post("/auth/login", json={"username": "admin", "password": "wrong"})
+        assert_error(bad_login, 401, "Not Authorized")
+        assert anon.get("/metrics").status_code == 200
+        assert anon.get("/metrics").headers["content-type"].startswith("text/plain")
+
+
+def test_put_controller_changes_only_sent_keys(emulator: GarmEmulator):
+    emulator.bootstrap(password=ADMIN_PASSWORD, urls=False)
+    with raw_client(emulator, login(emulator)) as admin:
+        assert admin.put("/controller", json=URLS).status_code == 200
+        answer = admin.put("/controller", json={"webhook_url": "http://other/webhooks"})
+        assert answer.status_code == 200
+        info = admin.get("/controller").json()
+    assert info["webhook_url"] == "http://other/webhooks"
+    assert info["metadata_url"] == URLS["metadata_url"]
+    assert info["agent_url"] == URLS["agent_url"]
+    assert emulator.controller() == info
+
+
+def test_fresh_controller_info_omits_unset_urls(emulator: GarmEmulator):
+    emulator.bootstrap(password=ADMIN_PASSWORD, urls=False)
+    with raw_client(emulator, login(emulator)) as admin:
+        info = admin.get("/controller").json()
+        assert_error(admin.put("/controller", json={"metadata_url": ""}), 400, "Bad Request")
+    assert "metadata_url" not in info
+    assert "agent_url" not in info
+    assert info["controller_id"]
+
+
+def test_bootstrap_sets_the_urls_from_the_emulator_address(ready_emulator: GarmEmulator):
+    info = ready_emulator.controller()
+    assert info["metadata_url"] == f"{ready_emulator.base_url}/api/v1/metadata"
+    assert info["callback_url"] == f"{ready_emulator.base_url}/api/v1/callbacks"
+    assert info["webhook_url"] == f"{ready_emulator.base_url}/webhooks"
+    assert info["agent_url"] == f"{ready_emulator.base_url}/agent"
+
+
+# ---- scale set wire shape and updates -----------------------------------------------------
+
+
+def test_created_scaleset_is_returned_in_garm_shape(api: httpx.Client, org: dict[str, Any]):
+    created = create_scaleset(api, org)
+    assert isinstance(created["id"], int)
+    assert created["name"] == "my-scaleset-18515357"
+    assert created["enabled"] is True
+    assert created["provider_name"] == PROVIDER
+    assert created["max_runners"] == 3
+    assert created["min_idle_runners"] == 1
+    assert [t["name"] for t in created["tags"]] == ["linux", "x64"]
+    assert all(set(t) == {"id", "name"} and t["id"] for t in created["tags"])
+    assert created["org_id"] == org["id"]
+    # Nothing sent, nothing returned: omitempty drops them.
+    for key in ("extra_specs", "template_id", "github-runner-group", "instances"):
+        assert key not in created
+    assert api.get("/scalesets").json() == [created]
+
+
+def test_disabled_scaleset_with_no_idle_runners_has_no_enabled_key(
+    api: httpx.Client, org: dict[str, Any]
+):
+    created = create_scaleset(api, org, enabled=False, min_idle_runners=0)
+    assert "enabled" not in created
+    assert "min_idle_runners" not in created
+    listed = api.get("/scalesets").json()[0]
+    assert "enabled" not in listed
+    assert "min_idle_runners" not in listed
+
+
+def test_scaleset_update_uses_pointer_semantics(
+    ready_emulator: GarmEmulator, api: httpx.Client, org: dict[str, Any]
+):
+    created = create_scaleset(api, org, extra_specs={"disable_updates": True})
+    assert created["extra_specs"] == {"disable_updates": True}
+    ready_emulator.advance(timedelta(minutes=5))
+    template = api.post(
+        "/templates",
+        json={"name": "t", "description": "", "os_type": "linux", "data": b64(b"#!/bin/sh\n")},
+    ).json()
+    url = f"/scalesets/{created['id']}"
+    answer = api.put(url, json={"enabled": False, "min_idle_runners": 0, "template_id": 1})
+    assert answer.status_code == 200
+    updated = answer.json()
+    assert "enabled" not in updated
+    assert "min_idle_runners" not in updated
+    assert updated["template_id"] == 1
+    assert updated["image"] == "noble"  # absent keys change nothing
+    assert updated["max_runners"] == 3
+    assert updated["extra_specs"] == {"disable_updates": True}
+    assert updated["updated_at"] == go_time(ready_emulator.now)
+    assert updated["updated_at"] != created["updated_at"]
+
+    cleared = api.put(
+        url,
+        json={"extra_specs": {}, "template_id": 0, "runner_group": "grp", "max_runners": 5},
+    ).json()
+    assert not cleared.get("extra_specs")  # GARM keeps and echoes the empty object
+    assert "template_id" not in cleared  # 0 reverts to GARM's default
+    assert cleared["github-runner-group"] == "grp"
+    assert cleared["max_runners"] == 5
+    assert (
+        api.put(url, json={"template_id": template["id"]}).json()["template_id"]
+        == (template["id"])
+    )
+    assert ready_emulator.scaleset_by_name(created["name"]) == api.get(url).json()
+
+
+def test_scaleset_update_rejects_wrong_json_types_and_unknown_templates(
+    api: httpx.Client, org: dict[str, Any]
+):
+    url = f"/scalesets/{create_scaleset(api, org)['id']}"
+    assert_error(api.put(url, json={"enabled": "yes"}), 400, "Bad Request")
+    assert_error(api.put(url, json={"max_runners": -1}), 400, "Bad Request")
+    assert_error(api.put(url, json={"template_id": 999}), 404, "Not Found")
+    assert_error(api.put(url, json={"min_idle_runners": 9}), 400, "Bad Request")
+    assert_error(api.put("/scalesets/999", json={"enabled": True}), 404, "Not Found")
+
+
+# ---- refusals -----------------------------------------------------------------------------
+
+
+def test_entity_create_refusals(api: httpx.Client):
+    create_credential(api)
+    no_secret = api.post(
+        "/organizations", json={"name": "o", "credentials_name": "creds", "webhook_secret": ""}
+    )
+    assert_error(no_secret, 400, "Bad Request")
+    repo = {"owner": "me", "name": "r", "credentials_name": "creds"}
+    assert_error(api.post("/repositories", json=repo), 400, "Bad Request")
+    unknown_creds = {"name": "o", "credentials_name": "nope", "webhook_secret": "s"}
+    assert_error(api.post("/organizations", json=unknown_creds), 400, "Bad Request")
+    create_org(api, "o")
+    assert_error(
+        api.post(
+            "/organizations",
+            json={"name": "o", "credentials_name": "creds", "webhook_secret": "s"},
+        ),
+        409,
+        "Conflict",
+    )
+    repo["webhook_secret"] = "s"
+    assert api.post("/repositories", json=repo).status_code == 200
+    assert_error(api.post("/repositories", json=repo), 409, "Conflict")
+
+
+def test_scaleset_create_refusals(api: httpx.Client, org: dict[str, Any]):
+    url = f"/organizations/{org['id']}/scalesets"
+    assert_error(api.post(url, json=scaleset_body(max_runners=0)), 400, "Bad Request")
+    assert_error(api.post(url, json=scaleset_body(provider_name="gone-0")), 400, "Bad Request")
+    assert_error(api.post(url, json=scaleset_body(min_idle_runners=4)), 400, "Bad Request")
+    assert_error(
+        api.post("/organizations/no-such-org/scalesets", json=scaleset_body()), 404, "Not Found"
+    )
+    assert_error(api.post(url, json=scaleset_body(template_id=77)), 404, "Not Found")
+    assert api.post(url, json=scaleset_body()).status_code == 200
+    assert_error(api.post(url, json=scaleset_body()), 409, "Conflict")
+
+
+def test_scaleset_delete_refusals(
+    ready_emulator: GarmEmulator, api: httpx.Client, org: dict[str, Any]
+):
+    assert api.delete("/scalesets/4242").status_code == 200  # unknown id: success
+    created = create_scaleset(api, org, min_idle_runners=1)
+    url = f"/scalesets/{created['id']}"
+    ready_emulator.advance()
+    assert len(ready_emulator.instances(created["name"])) == 1
+    # Runners are checked before the enabled flag.
+    assert_error(api.delete(url), 400, "Bad Request", "scale set has runners")
+    api.put(url, json={"enabled": False, "min_idle_runners": 0})
+    assert_error(api.delete(url), 400, "Bad Request", "scale set has runners")
+    ready_emulator.advance()  # pending_create boots, then GARM marks it for deletion
+    ready_emulator.advance()
+    assert ready_emulator.instances(created["name"]) == []
+    api.put(url, json={"enabled": True})
+    assert_error(api.delete(url), 400, "Bad Request", "scale set is enabled; disable it first")
+    api.put(url, json={"enabled": False})
+    assert api.delete(url).status_code == 200
+    assert api.get("/scalesets").json() == []
+
+
+def test_references_block_deletes(api: httpx.Client, org: dict[str, Any]):
+    creds = api.get("/github/credentials").json()[0]
+    assert_error(api.delete(f"/github/credentials/{creds['id']}"), 409, "Conflict")
+    created = create_scaleset(api, org, enabled=False)
+    assert_error(api.delete(f"/organizations/{org['id']}"), 409, "Conflict")
+    assert api.delete(f"/scalesets/{created['id']}").status_code == 200
+    assert api.delete(f"/organizations/{org['id']}").status_code == 200
+    assert api.delete(f"/github/credentials/{creds['id']}").status_code == 200
+    assert_error(api.delete(f"/github/credentials/{creds['id']}"), 404, "Not Found")
+    assert_error(api.delete(f"/organizations/{org['id']}"), 404, "Not Found")
+    assert_error(api.delete("/repositories/nope"), 404, "Not Found")
+    assert_error(api.delete("/templates/99"), 404, "Not Found")
+
+
+def test_duplicate_credentials_and_templates_conflict(api: httpx.Client):
+    create_credential(api, "dup")
+    with pytest.raises(AssertionError):
+        create_credential(api, "dup")
+    assert_error(
+        api.post(
+            "/github/credentials",
+            json={"name": "dup", "endpoint": "github.com", "auth_type": "app", "app": {}},
+        ),
+        400,
+        "Bad Request",
+    )
+    tpl = {"name": "t", "description": "", "os_type": "linux", "data": b64(b"#!")}
+    assert api.post("/templates", json=tpl).status_code == 200
+    assert_error(api.post("/templates", json=tpl), 409, "Conflict")
+    assert_error(api.post("/templates", json={**tpl, "name": "github_linux"}), 409, "Conflict")
+
+
+# ---- entities and credentials -------------------------------------------------------------
+
+
+def test_entities_carry_credentials_and_string_ids(api: httpx.Client, org: dict[str, Any]):
+    creds = api.get("/github/credentials").json()[0]
+    assert isinstance(creds["id"], int)
+    assert isinstance(org["id"], str)
+    assert org["credentials_name"] == "creds"
+    assert org["credentials_id"] == creds["id"]
+    create_org(api, "other-org")
+    filtered = api.get("/organizations", params={"name": "my-org"}).json()
+    assert [o["name"] for o in filtered] == ["my-org"]
+    assert len(api.get("/organizations").json()) == 2
+    repo = api.post(
+        "/repositories",
+        json={"owner": "me", "name": "r", "credentials_name": "creds", "webhook_secret": "x"},
+    ).json()
+    assert isinstance(repo["id"], str)
+    assert (repo["owner"], repo["name"], repo["credentials_id"]) == ("me", "r", creds["id"])
+    create_credential(api, "second")
+    moved = api.put(f"/repositories/{repo['id']}", json={"credentials_name": "second"}).json()
+    assert moved["credentials_name"] == "second"
+
+
+def test_credentials_never_return_keys(ready_emulator: GarmEmulator, api: httpx.Client):
+    created = create_credential(api)
+    text = api.get("/github/credentials").text
+    assert b64(b"PRIVATE") not in text
+    assert "private_key" not in text
+    assert created["auth-type"] == "app"
+    updated = api.put(
+        f"/github/credentials/{created['id']}",
+        json={"description": "new", "app": {"private_key_bytes": b64(b"ROTATED")}},
+    ).json()
+    assert updated["description"] == "new"
+    assert b64(b"ROTATED") not in json.dumps(updated)
+    secrets = ready_emulator.credential_secrets("creds")
+    assert secrets is not None
+    assert secrets["app"]["private_key_bytes"] == b"ROTATED"
+
+
+# ---- templates ----------------------------------------------------------------------------
+
+
+def test_system_template_list_omits_bodies(api: httpx.Client):
+    listed = api.get("/templates").json()
+    assert [(t["id"], t["name"], t["owner_id"]) for t in listed] == [
+        (SYSTEM_TEMPLATE_ID, "github_linux", "system")
+    ]
+    assert listed[0]["data"] is None
+    full = api.get(f"/templates/{SYSTEM_TEMPLATE_ID}").json()
+    body = base64.b64decode(full["data"])
+    assert body == SYSTEM_TEMPLATE_BODY
+    assert body.startswith(b"#!/bin/bash\n")
+    assert (full["os_type"], full["forge_type"]) == ("linux", "github")
+
+
+def test_template_update_replaces_body_in_place(ready_emulator: GarmEmulator, api: httpx.Client):
+    created = api.post(
+        "/templates",
+        json={
+            "name": "github_linux_charmed",
+            "description": "d",
+            "forge_type": "github",
+            "os_type": "linux",
+            "data": b64(b"#!/bin/bash\necho one\n"),
+        },
+    ).json()
+    assert isinstance(created["id"], int)
+    ready_emulator.advance()
+    updated = api.put(
+        f"/templates/{created['id']}", json={"data": b64(b"#!/bin/bash\necho two\n")}
+    ).json()
+    assert updated["id"] == created["id"]
+    assert updated["updated_at"] == go_time(ready_emulator.now)
+    fetched = api.get(f"/templates/{created['id']}").json()
+    assert base64.b64decode(fetched["data"]) == b"#!/bin/bash\necho two\n"
+    assert ready_emulator.template_body("github_linux_charmed") == b"#!/bin/bash\necho two\n"
+    assert api.delete(f"/templates/{created['id']}").status_code == 200
+    assert_error(api.get(f"/templates/{created['id']}"), 404, "Not Found")
+
+
+# ---- providers and restarts ---------------------------------------------------------------
+
+
+def test_providers_are_fixed_until_restart(ready_emulator: GarmEmulator, api: httpx.Client):
+    assert api.get("/providers").json() == [
+        {"name": PROVIDER, "type": "external", "description": f"external provider {PROVIDER}"}
+    ]
+    create_credential(api)
+    org = create_org(api)
+    ready_emulator.restart(providers=["cfg-b-0"])
+    assert ready_emulator.providers == ["cfg-b-0"]
+    assert [p["name"] for p in api.get("/providers").json()] == ["cfg-b-0"]
+    refused = api.post(f"/organizations/{org['id']}/scalesets", json=scaleset_body())
+    assert_error(refused, 400, "Bad Request")
+    accepted = api.post(
+        f"/organizations/{org['id']}/scalesets", json=scaleset_body(provider_name="cfg-b-0")
+    )
+    assert accepted.status_code == 200
+    # The database and the issued token survived the restart.
+    assert [o["name"] for o in api.get("/organizations").json()] == ["my-org"]
+
+
+# ---- instances on the clock ---------------------------------------------------------------
+
+
+def statuses(emulator: GarmEmulator, name: str) -> list[tuple[str, str]]:
+    return sorted((i["status"], i.get("runner_status", "")) for i in emulator.instances(name))
+
+
+def test_scaleset_scales_toward_min_idle_capped_by_max(ready_emulator: GarmEmulator):
+    ready_emulator.add_scaleset("ss", min_idle_runners=2, max_runners=3)
+    ready_emulator.advance()
+    assert statuses(ready_emulator, "ss") == [("pending_create", "pending")] * 2
+    ready_emulator.advance()
+    assert statuses(ready_emulator, "ss") == [("running", "idle")] * 2
+    names = sorted(i["name"] for i in ready_emulator.instances("ss"))
+    assert names == ["ss-1", "ss-2"]
+    ready_emulator.mark_busy("ss-1")
+    ready_emulator.advance()  # one more to keep two idle, reaching max_runners
+    ready_emulator.advance()
+    assert len(ready_emulator.instances("ss")) == 3
+    ready_emulator.mark_busy("ss-2")
+    ready_emulator.advance()
+    assert len(ready_emulator.instances("ss")) == 3  # capped
+
+
+def test_busy_runner_job_shape_and_finish(ready_emulator: GarmEmulator):
+    ready_emulator.add_scaleset("ss", min_idle_runners=0)
+    runner = ready_emulator.add_instance("ss")["name"]
+    assert "job" not in ready_emulator.instance(runner)  # type: ignore[operator]
+    ready_emulator.mark_busy(runner)
+    inst = ready_emulator.instance(runner)
+    assert inst is not None
+    assert inst["runner_status"] == "active"
+    assert inst["job"]["status"] == "in_progress"
+    assert inst["job"]["updated_at"] == go_time(ready_emulator.now)
+    ready_emulator.advance()
+    assert ready_emulator.instance(runner) is not None  # GARM leaves busy runners alone
+    ready_emulator.finish_job(runner)
+    assert ready_emulator.instance(runner)["status"] == "pending_delete"  # type: ignore[index]
+    ready_emulator.advance()
+    assert ready_emulator.instance(runner) is None
+
+
+def test_disabling_removes_idle_runners_over_two_ticks(ready_emulator: GarmEmulator):
+    ready_emulator.add_scaleset("ss", min_idle_runners=1, max_runners=2, enabled=False)
+    ready_emulator.add_instance("ss")
+    ready_emulator.advance()
+    assert statuses(ready_emulator, "ss") == [("pending_delete", "idle")]
+    ready_emulator.advance()
+    assert ready_emulator.instances("ss") == []
+
+
+def test_runner_delete_refusals_and_force(ready_emulator: GarmEmulator, api: httpx.Client):
+    ready_emulator.add_scaleset("ss", min_idle_runners=0)
+    busy = ready_emulator.add_instance("ss")["name"]
+    booting = ready_emulator.add_instance("ss", status="pending_create", runner_status="")
+    ready_emulator.mark_busy(busy)
+    assert_error(api.delete("/instances/nope"), 404, "Not Found")
+    assert_error(api.delete(f"/instances/{booting['name']}"), 400, "Bad Request")
+    assert_error(
+        api.delete(f"/instances/{busy}", params={"forceRemove": "false"}), 400, "Bad Request"
+    )
+    forced = api.delete(f"/instances/{busy}", params={"forceRemove": "true"})
+    assert forced.status_code == 200
+    assert ready_emulator.instance(busy)["status"] == "pending_force_delete"  # type: ignore[index]
+
+
+def test_github_unauthorized_needs_the_bypass(ready_emulator: GarmEmulator, api: httpx.Client):
+    ready_emulator.add_scaleset("ss", min_idle_runners=0)
+    runner = ready_emulator.add_instance("ss")["name"]
+    ready_emulator.set_github_unauthorized(runner)
+    url = f"/instances/{runner}"
+    assert_error(api.delete(url, params={"forceRemove": "false"}), 401, "Not Authorized")
+    bypassed = api.delete(url, params={"forceRemove": "false", "bypassGHUnauthorized": "true"})
+    assert bypassed.status_code == 200
+    assert ready_emulator.instance(runner)["status"] == "pending_delete"  # type: ignore[index]
+
+
+def test_missing_provider_leaves_deletes_stuck(ready_emulator: GarmEmulator, api: httpx.Client):
+    ss = ready_emulator.add_scaleset("ss", min_idle_runners=0, max_runners=3, enabled=False)
+    first = ready_emulator.add_instance("ss")["name"]
+    second = ready_emulator.add_instance("ss")["name"]
+    ready_emulator.restart(providers=[])
+    ready_emulator.advance()
+    # GARM cannot act for a scale set whose provider is not loaded: idle runners stay.
+    assert statuses(ready_emulator, "ss") == [("running", "idle")] * 2
+    assert api.delete(f"/instances/{first}").status_code == 200
+    ready_emulator.advance()
+    stuck = ready_emulator.instance(first)
+    assert stuck is not None
+    assert stuck["status"] == "pending_delete"
+    assert base64.b64decode(stuck["provider_fault"])
+    listed = api.get(f"/scalesets/{ss['id']}/instances").json()
+    assert {i["name"] for i in listed} == {first, second}
+    assert isinstance(listed[0]["id"], str)
+    ready_emulator.restart(providers=[PROVIDER])
+    ready_emulator.advance()
+    assert ready_emulator.instance(first) is None
+    assert ready_emulator.instance(second)["status"] == "pending_delete"  # type: ignore[index]
+
+
+def test_legacy_scaleset_without_provider_name(ready_emulator: GarmEmulator, api: httpx.Client):
+    ready_emulator.add_scaleset("legacy", provider_name="")
+    listed = api.get("/scalesets").json()
+    assert "provider_name" not in listed[0]
+    assert listed[0]["name"] == "legacy"
+
+
+# ---- fault injection and the request log --------------------------------------------------
+
+
+def test_fail_next_answers_n_failures_then_recovers(
+    ready_emulator: GarmEmulator, api: httpx.Client
+):
+    ready_emulator.fail_next("GET", "/scalesets", 503, count=2, error="Unavailable", details="x")
+    for _ in range(2):
+        assert_error(api.get("/scalesets"), 503, "Unavailable", "x")
+    assert api.get("/scalesets").status_code == 200
+    ready_emulator.fail_next("PUT", r"/scalesets/\d+", 500)
+    answer = api.put("/scalesets/7", json={"enabled": True})
+    assert_error(answer, 500, "Server error")
+    assert_error(api.put("/scalesets/7", json={"enabled": True}), 404, "Not Found")
+
+
+def test_drop_next_is_a_transport_error(ready_emulator: GarmEmulator, api: httpx.Client):
+    ready_emulator.drop_next("GET", "/providers")
+    with pytest.raises(httpx.TransportError):
+        api.get("/providers")
+    assert api.get("/providers").status_code == 200
+
+
+def test_stopped_emulator_refuses_connections(ready_emulator: GarmEmulator, api: httpx.Client):
+    assert api.get("/providers").status_code == 200
+    ready_emulator.stop()
+    with pytest.raises(httpx.TransportError):
+        api.get("/providers")
+
+
+def test_request_log_records_every_call(ready_emulator: GarmEmulator, api: httpx.Client):
+    ready_emulator.clear_requests()
+    create_credential(api)
+    api.get("/organizations", params={"name": "x"})
+    api.delete("/instances/gone", params={"forceRemove": "true"})
+    with raw_client(ready_emulator) as anon:
+        anon.post("/auth/login", json={"username": "admin", "password": ADMIN_PASSWORD})
+    log = ready_emulator.requests
+    assert [(r.method, r.path) for r in log] == [
+        ("POST", "/github/credentials"),
+        ("GET", "/organizations"),
+        ("DELETE", "/instances/gone"),
+        ("POST", "/auth/login"),
+    ]
+    assert log[0].body["name"] == "creds"
+    assert log[1] == RecordedRequest("GET", "/organizations", {"name": "x"}, None)
+    assert [r.path for r in ready_emulator.writes()] == ["/github/credentials", "/instances/gone"]
+    ready_emulator.clear_requests()
+    assert ready_emulator.requests == []
