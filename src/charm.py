@@ -13,9 +13,6 @@ import os
 from collections.abc import Sequence
 
 import ops
-from scaleset_reconciler import ScalesetProgress, ScalesetReconciler
-from scaleset_status import build_status_table
-from status import progress_message
 
 import database
 import ingress
@@ -35,6 +32,14 @@ from garm_api import (
 )
 from garm_template import CharmedTemplateError, apply_charmed_template
 from github_reconciler import reconcile_credentials
+from scaleset_reconciler import (
+    ScalesetProgress,
+    ScalesetReconciler,
+    StatusRow,
+    format_scaleset_table,
+    scaleset_status_rows,
+)
+from status import progress_message
 
 logger = logging.getLogger(__name__)
 
@@ -147,11 +152,11 @@ class GarmCharm(ops.CharmBase):
         try:
             with GarmClient(self.garm_api_url) as client:
                 client.login(admin.username, admin.password)
-                table = build_status_table(client, state.scalesets)
+                rows = _scaleset_rows(client, state)
         except GarmApiError as exc:
             event.fail(f"Cannot read scale sets from GARM ({type(exc).__name__}).")
             return
-        event.set_results({"scalesets": table.text, "count": table.count})
+        event.set_results({"scalesets": format_scaleset_table(rows), "count": len(rows)})
 
     # --- the reconcile pass ------------------------------------------------------------------
 
@@ -289,6 +294,17 @@ class GarmCharm(ops.CharmBase):
     def _fail_sync(self, exc: GarmApiError) -> None:
         logger.warning("Reconcile failed (%s): %s; will retry", type(exc).__name__, exc)
         self._status = ops.WaitingStatus(SYNC_FAILED)
+
+
+def _scaleset_rows(client: GarmClient, state: CharmState) -> list[StatusRow]:
+    """Read what the ``scaleset-status`` table needs from GARM; reads only, never writes."""
+    client.list_providers()  # fails early, with a clear class, when GARM is not usable
+    scalesets = client.list_scalesets()
+    counts: dict[str, int | None] = {}
+    for scaleset in scalesets:
+        if scaleset.name and scaleset.id is not None:
+            counts[scaleset.name] = len(client.list_scaleset_instances(scaleset.id))
+    return scaleset_status_rows(state.scalesets, scalesets, counts)
 
 
 if __name__ == "__main__":  # pragma: nocover

@@ -161,6 +161,9 @@ def _remove_superseded_revision(secret: ops.Secret) -> None:
     try:
         previous = secret.get_info().revision - 1
         if previous > 0:
+            # Move the owner's own view to the newest revision first, so the superseded one
+            # is tracked by nobody when it is removed.
+            secret.get_content(refresh=True)
             secret.remove_revision(previous)
     except ops.ModelError:
         # Housekeeping only: a revision left behind costs storage, not correctness.

@@ -1,0 +1,199 @@
+"""Drive the real charm through ``ops.testing`` against the GARM emulator.
+
+Only two things are replaced: the URL the charm reaches GARM at (the emulator's), and what a
+Pebble replan does to GARM. In a pod, a replan that changes the layer restarts GARM, which then
+loads the providers of ``GARM_PROVIDERS_JSON``; here the driver restarts the emulator with the
+same provider names at the moment the charm replans, inside the hook, as the pod would.
+
+Used by the charm's unit tests and by ``tox -e simulate``.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+from unittest import mock
+
+import ops
+from ops import testing
+
+import workload
+from charm import GarmCharm
+from tests.garm_emulator import GarmEmulator
+
+CONFIGURATOR = "garm-configurator"
+PASSWORD_SECRET_VALUE = "openstack-pass-\u00e9-1"
+PRIVATE_KEY_VALUE = "-----BEGIN RSA PRIVATE KEY-----\nMIIfake\n-----END RSA PRIVATE KEY-----"
+
+
+@dataclasses.dataclass
+class Configurator:
+    """A garm-configurator application as the charm sees it: one relation and its secrets."""
+
+    relation: testing.Relation
+    secrets: list[testing.Secret]
+
+
+def configurator(
+    app: str,
+    *,
+    relation_id: int,
+    name: str | None = None,
+    org: str = "canonical",
+    labels: str = "linux,x64",
+    app_id: str = "101",
+    installation_id: str = "202",
+    units: int = 1,
+    extra: Mapping[str, str] | None = None,
+    provider: bool = True,
+) -> Configurator:
+    """Build a configurator relation whose units publish a complete scale set and provider."""
+    password = testing.Secret(tracked_content={"value": PASSWORD_SECRET_VALUE})
+    key = testing.Secret(tracked_content={"value": PRIVATE_KEY_VALUE})
+    units_data: dict[int, dict[str, str]] = {}
+    for number in range(units):
+        data = {
+            "name": name or f"{app}-runners",
+            "provider_name": f"{app}-{number}",
+            "image_id": "ubuntu-24.04",
+            "flavor": "m1.small",
+            "os_arch": "amd64",
+            "min_idle_runner": "1",
+            "max_runner": "4",
+            "labels": labels,
+            "org": org,
+            "github_app_id": app_id,
+            "github_installation_id": installation_id,
+            "github_private_key_secret_uri": key.id,
+        }
+        if provider and number == 0:
+            data.update(
+                {
+                    "openstack_auth_url": "https://keystone.example:5000/v3",
+                    "openstack_username": f"{app}-user",
+                    "openstack_password_secret_uri": password.id,
+                    "openstack_project_name": "runners",
+                    "openstack_user_domain_name": "Default",
+                    "openstack_project_domain_name": "Default",
+                    "openstack_region_name": "RegionOne",
+                    "openstack_network": "runner-net",
+                }
+            )
+        data.update(extra or {})
+        units_data[number] = data
+    relation = testing.Relation(
+        CONFIGURATOR, remote_app_name=app, id=relation_id, remote_units_data=units_data
+    )
+    return Configurator(relation=relation, secrets=[password, key])
+
+
+def base_state(data_dir: Path, *, leader: bool = True, **kwargs: Any) -> testing.State:
+    """Return a fresh deployment: leader unit, reachable container with its storage mounted."""
+    container = testing.Container(
+        workload.CONTAINER_NAME,
+        can_connect=True,
+        mounts={"data": testing.Mount(location=workload.DATA_DIR, source=data_dir)},
+    )
+    return testing.State(
+        leader=leader,
+        containers={container},
+        storages={testing.Storage("garm-data")},
+        **kwargs,
+    )
+
+
+def planned_env(state: testing.State) -> dict[str, str]:
+    """Return the GARM service environment of the container's plan in ``state``."""
+    container = state.get_container(workload.CONTAINER_NAME)
+    service = container.plan.services.get(workload.SERVICE_NAME)
+    if service is None:
+        return {}
+    return {key: str(value) for key, value in service.environment.items()}
+
+
+def planned_providers(state: testing.State) -> list[str]:
+    """Return the provider names published to GARM in ``state``'s plan."""
+    raw = planned_env(state).get("GARM_PROVIDERS_JSON", "[]")
+    return [entry["unit_name"] for entry in json.loads(raw)]
+
+
+class CharmDriver:
+    """Runs hooks of the real charm, carrying the output state into the next hook."""
+
+    def __init__(
+        self, emulator: GarmEmulator, state: testing.State, *, ready_timeout: float = 2.0
+    ) -> None:
+        """Drive a charm whose GARM is ``emulator``, starting from ``state``."""
+        self.emulator = emulator
+        self.api_url = emulator.url
+        self.ready_timeout = ready_timeout
+        self.ctx = testing.Context(GarmCharm)
+        self.state = state
+        self.replans = 0
+
+    def run(self, event: testing.context._Event) -> testing.State:  # pyright: ignore[reportPrivateUsage]
+        """Run one hook and keep its output state."""
+        with self._wired():
+            self.state = self.ctx.run(event, self.state)
+        return self.state
+
+    def add_configurator(self, cfg: Configurator) -> testing.State:
+        """Integrate a configurator: relation created, then its units' data arrives."""
+        self.state = dataclasses.replace(
+            self.state,
+            relations={*self.state.relations, cfg.relation},
+            secrets={*self.state.secrets, *cfg.secrets},
+        )
+        self.run(self.ctx.on.relation_joined(cfg.relation, remote_unit=0))
+        return self.run(self.ctx.on.relation_changed(cfg.relation, remote_unit=0))
+
+    def change_relation(self, relation: testing.Relation, **unit_data: str) -> testing.State:
+        """Update every remote unit's databag of ``relation`` and run relation-changed."""
+        current = self.state.get_relation(relation.id)
+        assert isinstance(current, testing.Relation)
+        units = {n: {**d, **unit_data} for n, d in current.remote_units_data.items()}
+        changed = dataclasses.replace(current, remote_units_data=units)
+        others = {r for r in self.state.relations if r.id != relation.id}
+        self.state = dataclasses.replace(self.state, relations={*others, changed})
+        return self.run(self.ctx.on.relation_changed(changed, remote_unit=0))
+
+    def remove_relation(self, relation: testing.Relation) -> testing.State:
+        """Remove a relation as Juju does: departed, broken, then gone from the model."""
+        current = self.state.get_relation(relation.id)
+        assert isinstance(current, testing.Relation)
+        for unit in sorted(current.remote_units_data):
+            self.run(self.ctx.on.relation_departed(current, remote_unit=unit, departing_unit=unit))
+            remaining = {n: d for n, d in current.remote_units_data.items() if n != unit}
+            current = dataclasses.replace(current, remote_units_data=remaining)
+            others = {r for r in self.state.relations if r.id != relation.id}
+            self.state = dataclasses.replace(self.state, relations={*others, current})
+        self.run(self.ctx.on.relation_broken(current))
+        others = {r for r in self.state.relations if r.id != relation.id}
+        self.state = dataclasses.replace(self.state, relations=others)
+        return self.state
+
+    @contextmanager
+    def _wired(self) -> Iterator[None]:
+        real_apply = workload.apply_workload
+
+        def apply_and_restart(
+            container: ops.Container, layer: ops.pebble.LayerDict, entrypoint: str
+        ) -> bool:
+            replanned = real_apply(container, layer, entrypoint)
+            if replanned:
+                self.replans += 1
+                service = layer.get("services", {}).get(workload.SERVICE_NAME, {})
+                raw = service.get("environment", {}).get("GARM_PROVIDERS_JSON", "[]")
+                self.emulator.restart(providers=[p["unit_name"] for p in json.loads(raw)])
+            return replanned
+
+        with (
+            mock.patch.object(GarmCharm, "garm_api_url", self.api_url),
+            mock.patch.object(GarmCharm, "ready_timeout", self.ready_timeout),
+            mock.patch.object(workload, "apply_workload", apply_and_restart),
+        ):
+            yield

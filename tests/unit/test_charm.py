@@ -1,0 +1,437 @@
+"""The real charm through ops.testing, with GARM played by the emulator."""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import json
+import logging
+from datetime import timedelta
+from pathlib import Path
+
+import ops
+import pytest
+from ops import testing
+
+import workload
+from tests.charm_driver import (
+    PASSWORD_SECRET_VALUE,
+    PRIVATE_KEY_VALUE,
+    CharmDriver,
+    base_state,
+    configurator,
+    planned_env,
+    planned_providers,
+)
+from tests.garm_emulator import GarmEmulator
+
+
+@pytest.fixture
+def garm():
+    emulator = GarmEmulator(providers=[])
+    emulator.start()
+    yield emulator
+    emulator.stop()
+
+
+@pytest.fixture
+def driver(garm: GarmEmulator, tmp_path: Path) -> CharmDriver:
+    return CharmDriver(garm, base_state(tmp_path))
+
+
+def owned_secret_values(state: testing.State) -> list[str]:
+    values: list[str] = []
+    for secret in state.secrets:
+        content = secret.latest_content or secret.tracked_content or {}
+        values += [v for k, v in content.items() if k not in ("username", "email", "full-name")]
+    return values
+
+
+def assert_no_secret_logged(caplog: pytest.LogCaptureFixture, state: testing.State) -> None:
+    text = caplog.text
+    for value in [PASSWORD_SECRET_VALUE, PRIVATE_KEY_VALUE, *owned_secret_values(state)]:
+        if value and value != "[]":
+            assert value not in text
+
+
+def live_names(garm: GarmEmulator) -> list[str]:
+    return sorted(s["name"] for s in garm.scalesets())
+
+
+def deploy(driver: CharmDriver) -> testing.State:
+    driver.run(driver.ctx.on.install())
+    driver.run(driver.ctx.on.leader_elected())
+    container = driver.state.get_container(workload.CONTAINER_NAME)
+    return driver.run(driver.ctx.on.pebble_ready(container))
+
+
+# --- gates and statuses ----------------------------------------------------------------------
+
+
+def test_waits_for_pebble(garm: GarmEmulator, tmp_path: Path):
+    state = base_state(tmp_path)
+    container = dataclasses.replace(state.get_container("garm"), can_connect=False)
+    driver = CharmDriver(garm, dataclasses.replace(state, containers={container}))
+    out = driver.run(driver.ctx.on.install())
+    assert out.unit_status == ops.WaitingStatus("Waiting for pebble ready")
+    # The leader creates its secrets even before the container is reachable.
+    labels = {s.label for s in out.secrets}
+    assert {"garm-secrets", "garm-admin-credentials"} <= labels
+
+
+def test_non_leader_waits_for_secrets(garm: GarmEmulator, tmp_path: Path):
+    driver = CharmDriver(garm, base_state(tmp_path, leader=False))
+    out = driver.run(driver.ctx.on.update_status())
+    assert out.unit_status == ops.WaitingStatus("Waiting for GARM secrets")
+    assert not out.secrets
+
+
+def test_non_leader_stands_by_and_stops_garm(driver: CharmDriver):
+    leader_state = deploy(driver)
+    container = leader_state.get_container("garm")
+    assert container.service_statuses["garm"] == ops.pebble.ServiceStatus.ACTIVE
+    driver.state = dataclasses.replace(leader_state, leader=False)
+    out = driver.run(driver.ctx.on.update_status())
+    assert out.unit_status == ops.ActiveStatus("standby; GARM runs on the leader unit")
+    assert out.get_container("garm").service_statuses["garm"] == ops.pebble.ServiceStatus.INACTIVE
+    # Leadership back: the layer differs from the stand-by plan, so GARM starts again.
+    driver.state = dataclasses.replace(out, leader=True)
+    back = driver.run(driver.ctx.on.leader_elected())
+    assert back.get_container("garm").service_statuses["garm"] == ops.pebble.ServiceStatus.ACTIVE
+
+
+def test_waits_for_storage(garm: GarmEmulator, tmp_path: Path):
+    state = base_state(tmp_path)
+    container = dataclasses.replace(state.get_container("garm"), mounts={})
+    driver = CharmDriver(garm, dataclasses.replace(state, containers={container}))
+    out = driver.run(driver.ctx.on.install())
+    assert out.unit_status == ops.WaitingStatus("Waiting for garm-data storage")
+
+
+def test_waits_for_garm_when_unreachable(garm: GarmEmulator, tmp_path: Path):
+    driver = CharmDriver(garm, base_state(tmp_path), ready_timeout=0.0)
+    garm.stop()
+    out = driver.run(driver.ctx.on.install())
+    assert out.unit_status == ops.WaitingStatus("Waiting for GARM to become ready")
+    # The workload was still configured: only the GARM part waits.
+    assert planned_env(out)["GARM_DB_BACKEND"] == "sqlite3"
+
+
+# --- deploy alone ----------------------------------------------------------------------------
+
+
+def test_deploy_alone_bootstraps_garm_on_sqlite(
+    driver: CharmDriver, garm: GarmEmulator, caplog: pytest.LogCaptureFixture
+):
+    caplog.set_level(logging.DEBUG)
+    out = deploy(driver)
+    assert out.unit_status == ops.WaitingStatus("Waiting for garm-configurator relation")
+    assert out.app_status == out.unit_status
+    env = planned_env(out)
+    assert env["GARM_DB_BACKEND"] == "sqlite3"
+    assert env["GARM_SQLITE_DB_FILE"] == "/var/lib/garm/garm.db"
+    assert env["GARM_PROVIDERS_JSON"] == "[]"
+    assert env["APP_BASE_URL"] == "http://garm.test-model.svc.cluster.local:8080".replace(
+        "test-model", out.model.name
+    )
+    assert len(env["GARM_JWT_SECRET"]) == 64
+    assert len(env["GARM_PASSPHRASE"]) == 32
+    assert env["GARM_CONFIG_VERSION"] == workload.config_version(workload.entrypoint_source())
+    first_runs = [r for r in garm.requests if r.path.endswith("/first-run")]
+    assert len(first_runs) == 1
+    base = env["APP_BASE_URL"]
+    assert garm.controller()["metadata_url"] == f"{base}/api/v1/metadata"
+    assert garm.controller()["callback_url"] == f"{base}/api/v1/callbacks"
+    assert garm.controller()["webhook_url"] == f"{base}/webhooks"
+    assert garm.controller()["agent_url"] == f"{base}/agent"
+    container = out.get_container("garm")
+    pushed = container.get_filesystem(driver.ctx) / "opt/garm-charm/garm_entrypoint.py"
+    assert pushed.read_text() == workload.entrypoint_source()
+    assert_no_secret_logged(caplog, out)
+
+
+def test_secrets_created_once(driver: CharmDriver):
+    first = deploy(driver)
+    before = {s.label: s.tracked_content for s in first.secrets}
+    again = driver.run(driver.ctx.on.update_status())
+    after = {s.label: s.tracked_content for s in again.secrets}
+    assert before == after
+    assert len([s for s in again.secrets if s.label == "garm-secrets"]) == 1
+
+
+def test_first_run_only_once_and_urls_written_once(driver: CharmDriver, garm: GarmEmulator):
+    deploy(driver)
+    garm.clear_requests()
+    driver.run(driver.ctx.on.update_status())
+    assert not [r for r in garm.requests if r.path.endswith("/first-run")]
+    assert not [r for r in garm.requests if r.method == "PUT" and r.path.endswith("/controller")]
+
+
+def test_unchanged_input_never_restarts(driver: CharmDriver):
+    out = deploy(driver)
+    container = out.get_container("garm")
+    stopped = dataclasses.replace(
+        container, service_statuses={"garm": ops.pebble.ServiceStatus.INACTIVE}
+    )
+    driver.state = dataclasses.replace(out, containers={stopped})
+    after = driver.run(driver.ctx.on.update_status())
+    assert (
+        after.get_container("garm").service_statuses["garm"] == ops.pebble.ServiceStatus.INACTIVE
+    )
+
+
+def test_changed_proxy_restarts(driver: CharmDriver, monkeypatch: pytest.MonkeyPatch):
+    out = deploy(driver)
+    container = out.get_container("garm")
+    stopped = dataclasses.replace(
+        container, service_statuses={"garm": ops.pebble.ServiceStatus.INACTIVE}
+    )
+    driver.state = dataclasses.replace(out, containers={stopped})
+    monkeypatch.setenv("JUJU_CHARM_HTTP_PROXY", "http://squid.internal:3128")
+    after = driver.run(driver.ctx.on.config_changed())
+    assert after.get_container("garm").service_statuses["garm"] == ops.pebble.ServiceStatus.ACTIVE
+    env = planned_env(after)
+    assert env["HTTP_PROXY"] == env["http_proxy"] == "http://squid.internal:3128"
+    monkeypatch.delenv("JUJU_CHARM_HTTP_PROXY")
+    cleared = driver.run(driver.ctx.on.config_changed())
+    assert "HTTP_PROXY" not in planned_env(cleared)
+
+
+def test_ingress_url_becomes_controller_base(driver: CharmDriver, garm: GarmEmulator):
+    deploy(driver)
+    for url in ("https://garm.example.com/", "https://garm.example.com"):
+        ingress = testing.Relation(
+            "ingress", id=40, remote_app_data={"ingress": json.dumps({"url": url})}
+        )
+        others = {r for r in driver.state.relations if r.id != 40}
+        driver.state = dataclasses.replace(driver.state, relations={*others, ingress})
+        out = driver.run(driver.ctx.on.relation_changed(ingress))
+        assert planned_env(out)["APP_BASE_URL"] == "https://garm.example.com"
+        assert garm.controller()["agent_url"] == "https://garm.example.com/agent"
+        assert garm.controller()["webhook_url"] == "https://garm.example.com/webhooks"
+
+
+# --- database --------------------------------------------------------------------------------
+
+
+def test_postgresql_incomplete_without_plan_waits(garm: GarmEmulator, tmp_path: Path):
+    relation = testing.Relation("postgresql", id=30)
+    driver = CharmDriver(garm, base_state(tmp_path, relations={relation}))
+    out = driver.run(driver.ctx.on.install())
+    assert out.unit_status == ops.WaitingStatus("Waiting for postgresql relation data")
+    assert json.loads(out.get_relation(30).local_app_data["requested-secrets"]) == [
+        "username",
+        "password",
+    ]
+
+
+def test_postgresql_switch_keeps_plan_until_complete_then_warns(
+    driver: CharmDriver, caplog: pytest.LogCaptureFixture
+):
+    deploy(driver)
+    relation = testing.Relation("postgresql", id=30)
+    driver.state = dataclasses.replace(driver.state, relations={relation})
+    incomplete = driver.run(driver.ctx.on.relation_joined(relation))
+    assert planned_env(incomplete)["GARM_DB_BACKEND"] == "sqlite3"
+    complete = dataclasses.replace(
+        relation,
+        remote_app_data={
+            "endpoints": "pg.internal:5433,pg2.internal:5432",
+            "username": "garm_user",
+            "password": "pg-secret-pass",
+            "database": "garm",
+        },
+    )
+    driver.state = dataclasses.replace(driver.state, relations={complete})
+    caplog.clear()
+    out = driver.run(driver.ctx.on.relation_changed(complete))
+    env = planned_env(out)
+    assert env["GARM_DB_BACKEND"] == "postgresql"
+    assert env["POSTGRESQL_DB_HOSTNAME"] == "pg.internal"
+    assert env["POSTGRESQL_DB_PORT"] == "5433"
+    assert env["POSTGRESQL_DB_SSLMODE"] == "prefer"
+    assert "not migrated" in caplog.text
+    assert "pg-secret-pass" not in caplog.text
+
+
+# --- configurators ---------------------------------------------------------------------------
+
+
+def test_two_configurators_create_credentials_entities_and_scalesets(
+    driver: CharmDriver, garm: GarmEmulator, caplog: pytest.LogCaptureFixture
+):
+    deploy(driver)
+    a = configurator("cfg-a", relation_id=1, org="org-a", labels="linux,x64")
+    b = configurator("cfg-b", relation_id=2, org="org-b", labels="jammy", app_id="102")
+    driver.add_configurator(a)
+    out = driver.add_configurator(b)
+    assert out.unit_status == ops.ActiveStatus()
+    assert planned_providers(out) == ["cfg-a-0", "cfg-b-0"]
+    assert sorted(garm.providers) == ["cfg-a-0", "cfg-b-0"]
+    assert live_names(garm) == ["cfg-a-runners-18515357", "cfg-b-runners-" + _hash(["jammy"])]
+    assert sorted(c["name"] for c in garm.credentials()) == ["app-101-202", "app-102-202"]
+    assert sorted(o["name"] for o in garm.organizations()) == ["org-a", "org-b"]
+    record = next(s for s in out.secrets if s.label == "garm-providers")
+    assert record.tracked_content["providers"] == planned_env(out)["GARM_PROVIDERS_JSON"]
+    assert_no_secret_logged(caplog, out)
+
+
+def test_converged_hook_makes_no_write(driver: CharmDriver, garm: GarmEmulator):
+    deploy(driver)
+    driver.add_configurator(configurator("cfg-a", relation_id=1))
+    driver.run(driver.ctx.on.update_status())
+    garm.clear_requests()
+    replans = driver.replans
+    driver.run(driver.ctx.on.update_status())
+    assert garm.writes() == []
+    assert driver.replans == replans
+
+
+def test_relation_without_data_does_not_reconcile_to_zero(driver: CharmDriver, garm: GarmEmulator):
+    deploy(driver)
+    driver.add_configurator(configurator("cfg-a", relation_id=1))
+    before = live_names(garm)
+    empty = testing.Relation("garm-configurator", remote_app_name="cfg-new", id=9)
+    driver.state = dataclasses.replace(driver.state, relations={*driver.state.relations, empty})
+    garm.clear_requests()
+    out = driver.run(driver.ctx.on.relation_joined(empty, remote_unit=0))
+    assert out.unit_status == ops.WaitingStatus("Waiting for garm-configurator relation")
+    assert live_names(garm) == before
+    assert garm.writes() == []
+
+
+def test_bad_input_is_reported_and_deletes_nothing_else(
+    driver: CharmDriver, garm: GarmEmulator, caplog: pytest.LogCaptureFixture
+):
+    deploy(driver)
+    good = configurator("cfg-a", relation_id=1, org="org-a")
+    bad = configurator("cfg-b", relation_id=2, org="org-b", labels="jammy", app_id="102")
+    driver.add_configurator(good)
+    driver.add_configurator(bad)
+    out = driver.change_relation(bad.relation, max_runner="four")
+    assert isinstance(out.unit_status, ops.ActiveStatus)
+    assert "cfg-b/0" in out.unit_status.message
+    assert "max_runner" in out.unit_status.message
+    assert "four" not in out.unit_status.message
+    assert "cfg-a-runners-18515357" in live_names(garm)
+    # Its provider stays published while its old scale set still exists.
+    assert "cfg-b-0" in planned_providers(out)
+
+
+# --- changeover and provider retention -------------------------------------------------------
+
+
+def test_label_change_by_replacement(driver: CharmDriver, garm: GarmEmulator):
+    deploy(driver)
+    cfg = configurator("cfg-a", relation_id=1)
+    driver.add_configurator(cfg)
+    garm.advance(timedelta(seconds=30))
+    garm.advance(timedelta(seconds=30))
+    out = driver.change_relation(cfg.relation, labels="linux,x64,noble")
+    assert out.unit_status == ops.ActiveStatus("cfg-a-runners: creating replacement")
+    out = driver.run(driver.ctx.on.update_status())
+    assert out.unit_status.message.startswith("cfg-a-runners: draining")
+    for _ in range(4):
+        garm.advance(timedelta(seconds=30))
+    out = driver.run(driver.ctx.on.update_status())
+    if out.unit_status.message == "cfg-a-runners: awaiting deletion":
+        out = driver.run(driver.ctx.on.update_status())
+    assert out.unit_status == ops.ActiveStatus()
+    assert live_names(garm) == ["cfg-a-runners-" + _hash(["linux", "x64", "noble"])]
+
+
+def test_departed_configurator_provider_kept_until_scaleset_gone(
+    driver: CharmDriver, garm: GarmEmulator, tmp_path: Path
+):
+    deploy(driver)
+    a = configurator("cfg-a", relation_id=1, org="org-a")
+    b = configurator("cfg-b", relation_id=2, org="org-b", labels="jammy", app_id="102")
+    driver.add_configurator(a)
+    driver.add_configurator(b)
+    garm.advance(timedelta(seconds=30))
+    garm.advance(timedelta(seconds=30))
+    b_live = "cfg-b-runners-" + _hash(["jammy"])
+    runner = garm.instances(b_live)[0]["name"]
+    garm.mark_busy(runner)
+    out = driver.remove_relation(b.relation)
+    assert "cfg-b-0" in planned_providers(out)
+    assert "cfg-b-0" in garm.providers
+    for _ in range(3):
+        out = driver.run(driver.ctx.on.update_status())
+        assert "cfg-b-0" in planned_providers(out)
+    # A pod restart mid-drain: a fresh container with no plan, the same record.
+    fresh = base_state(tmp_path)
+    driver.state = dataclasses.replace(out, containers=fresh.containers)
+    out = driver.run(driver.ctx.on.pebble_ready(driver.state.get_container("garm")))
+    assert "cfg-b-0" in planned_providers(out)
+    assert "cfg-b-0" in garm.providers
+    garm.finish_job(runner)
+    garm.advance(timedelta(seconds=30))
+    for _ in range(3):
+        out = driver.run(driver.ctx.on.update_status())
+        garm.advance(timedelta(seconds=30))
+    assert b_live not in live_names(garm)
+    # The trim is written in the hook that saw the scale set gone; the next replan applies it.
+    out = driver.run(driver.ctx.on.update_status())
+    assert planned_providers(out) == ["cfg-a-0"]
+    assert garm.providers == ["cfg-a-0"]
+
+
+def test_removing_last_configurator_drains_and_trims(driver: CharmDriver, garm: GarmEmulator):
+    deploy(driver)
+    a = configurator("cfg-a", relation_id=1)
+    driver.add_configurator(a)
+    garm.advance(timedelta(seconds=30))
+    out = driver.remove_relation(a.relation)
+    assert planned_providers(out) == ["cfg-a-0"]
+    for _ in range(4):
+        garm.advance(timedelta(seconds=30))
+        out = driver.run(driver.ctx.on.update_status())
+    assert live_names(garm) == []
+    out = driver.run(driver.ctx.on.update_status())
+    assert planned_providers(out) == []
+    assert out.unit_status == ops.WaitingStatus("Waiting for garm-configurator relation")
+
+
+# --- actions ---------------------------------------------------------------------------------
+
+
+def test_get_credentials(driver: CharmDriver):
+    deploy(driver)
+    driver.ctx.run(driver.ctx.on.action("get-credentials"), driver.state)
+    results = driver.ctx.action_results or {}
+    assert results["username"] == "admin"
+    assert results["email"] == "admin@garm.local"
+    assert results["full-name"] == "GARM Admin"
+    assert len(results["password"]) == 20
+
+
+def test_get_credentials_before_they_exist(garm: GarmEmulator, tmp_path: Path):
+    driver = CharmDriver(garm, base_state(tmp_path, leader=False))
+    with pytest.raises(testing.ActionFailed, match="not available"):
+        driver.ctx.run(driver.ctx.on.action("get-credentials"), driver.state)
+
+
+def test_scaleset_status_action(driver: CharmDriver, garm: GarmEmulator):
+    deploy(driver)
+    driver.add_configurator(configurator("cfg-a", relation_id=1))
+    garm.clear_requests()
+    with driver._wired():  # pyright: ignore[reportPrivateUsage]
+        driver.ctx.run(driver.ctx.on.action("scaleset-status"), driver.state)
+    results = driver.ctx.action_results or {}
+    assert results["count"] == 1
+    lines = results["scalesets"].splitlines()
+    assert lines[0].split() == ["LOGICAL", "SCALESET", "ENABLED", "PHASE", "RUNNERS", "PROVIDER"]
+    assert lines[1].split()[:4] == ["cfg-a-runners", "cfg-a-runners-18515357", "true", "active"]
+    assert garm.writes() == []
+
+
+def test_scaleset_status_refused_on_non_leader(driver: CharmDriver):
+    deploy(driver)
+    state = dataclasses.replace(driver.state, leader=False)
+    with pytest.raises(testing.ActionFailed, match="leader"):
+        driver.ctx.run(driver.ctx.on.action("scaleset-status"), state)
+
+
+def _hash(labels: list[str]) -> str:
+    return hashlib.sha256(",".join(sorted(labels)).encode()).hexdigest()[:8]
