@@ -15,7 +15,7 @@ import base64
 import logging
 from collections.abc import Sequence
 
-from charm_state import CredentialSpec
+from charm_state import DEFAULT_GITHUB_ENDPOINT, MANAGED_CREDENTIAL_DESCRIPTION, CredentialSpec
 from garm_api import (
     CreateCredentialParams,
     Credential,
@@ -27,8 +27,6 @@ from garm_api import (
 
 logger = logging.getLogger(__name__)
 
-MANAGED_CREDENTIAL_DESCRIPTION = "Managed by garm"
-DEFAULT_GITHUB_ENDPOINT = "github.com"
 GITHUB_APP_AUTH_TYPE = "app"
 
 

@@ -1,0 +1,215 @@
+"""The credential reconciler (spec 13.1) against the emulator through the real client."""
+
+from __future__ import annotations
+
+import base64
+import logging
+from collections.abc import Iterator
+
+import pytest
+
+from charm_state import CredentialSpec
+from garm_api import GarmApiError, GarmClient
+from github_reconciler import reconcile_credentials
+from tests.garm_emulator import DEFAULT_ADMIN_PASSWORD, GarmEmulator
+
+MARKER = "Managed by garm"
+PRIVATE_KEY = (
+    "-----BEGIN RSA PRIVATE KEY-----\n"
+    "MIIEcredential-reconciler-key\n"
+    "-----END RSA PRIVATE KEY-----\n"
+)
+
+
+@pytest.fixture
+def client(ready_emulator: GarmEmulator) -> Iterator[GarmClient]:
+    """A client logged in to the bootstrapped emulator."""
+    with GarmClient(ready_emulator.url) as garm:
+        garm.login("admin", DEFAULT_ADMIN_PASSWORD)
+        yield garm
+
+
+@pytest.fixture(autouse=True)
+def _no_secrets_logged(caplog: pytest.LogCaptureFixture) -> Iterator[None]:
+    caplog.set_level(logging.DEBUG)
+    yield
+    assert "MIIEcredential-reconciler-key" not in caplog.text
+    assert base64.b64encode(PRIVATE_KEY.encode()).decode() not in caplog.text
+    assert DEFAULT_ADMIN_PASSWORD not in caplog.text
+
+
+def _spec(app_id: int = 1, installation_id: int = 2, description: str = MARKER) -> CredentialSpec:
+    return CredentialSpec(
+        name=f"app-{app_id}-{installation_id}",
+        endpoint="github.com",
+        app_id=app_id,
+        installation_id=installation_id,
+        private_key=PRIVATE_KEY,
+        description=description,
+    )
+
+
+def _names(emulator: GarmEmulator) -> list[str]:
+    return sorted(c["name"] for c in emulator.credentials())
+
+
+def _warnings(caplog: pytest.LogCaptureFixture) -> list[str]:
+    return [r.getMessage() for r in caplog.records if r.levelno == logging.WARNING]
+
+
+def test_creates_missing_credential_with_base64_key(
+    ready_emulator: GarmEmulator, client: GarmClient, caplog: pytest.LogCaptureFixture
+) -> None:
+    reconcile_credentials(client, [_spec()])
+
+    (post,) = ready_emulator.writes()
+    assert (post.method, post.path) == ("POST", "/github/credentials")
+    assert post.body == {
+        "name": "app-1-2",
+        "description": MARKER,
+        "endpoint": "github.com",
+        "auth_type": "app",
+        "app": {
+            "app_id": 1,
+            "installation_id": 2,
+            "private_key_bytes": base64.b64encode(PRIVATE_KEY.encode()).decode(),
+        },
+    }
+    stored = ready_emulator.credential_secrets("app-1-2")
+    assert stored is not None
+    assert stored["app"]["private_key_bytes"] == PRIVATE_KEY.encode()
+    assert any(r.levelno == logging.INFO and "app-1-2" in r.getMessage() for r in caplog.records)
+
+
+def test_converged_pass_makes_no_writes(ready_emulator: GarmEmulator, client: GarmClient) -> None:
+    desired = [_spec(1, 2), _spec(3, 4)]
+    reconcile_credentials(client, desired)
+    assert _names(ready_emulator) == ["app-1-2", "app-3-4"]
+    ready_emulator.clear_requests()
+
+    reconcile_credentials(client, desired)
+
+    assert ready_emulator.writes() == []
+
+
+def test_create_failure_propagates(ready_emulator: GarmEmulator, client: GarmClient) -> None:
+    ready_emulator.fail_next("POST", "/github/credentials", 500)
+    with pytest.raises(GarmApiError) as err:
+        reconcile_credentials(client, [_spec()])
+    assert err.value.status == 500
+    assert _names(ready_emulator) == []
+
+
+def test_listing_failure_propagates(ready_emulator: GarmEmulator, client: GarmClient) -> None:
+    ready_emulator.drop_next("GET", "/github/credentials")
+    with pytest.raises(GarmApiError):
+        reconcile_credentials(client, [_spec()])
+    assert ready_emulator.writes() == []
+
+
+@pytest.mark.parametrize(
+    ("observed_description", "desired_description"),
+    [("", MARKER), (MARKER, "Managed by garm (renamed)")],
+)
+def test_updates_only_on_description_drift(
+    ready_emulator: GarmEmulator,
+    client: GarmClient,
+    observed_description: str,
+    desired_description: str,
+) -> None:
+    # GARM omits an empty description, so "" also covers a missing one.
+    seeded = ready_emulator.add_credential("app-1-2", description=observed_description)
+    desired = _spec(description=desired_description)
+    reconcile_credentials(client, [desired])
+
+    (put,) = ready_emulator.writes()
+    assert (put.method, put.path) == ("PUT", f"/github/credentials/{seeded['id']}")
+    assert put.body["description"] == desired.description
+    assert put.body["app"]["app_id"] == 1
+    assert ready_emulator.credentials()[0]["description"] == desired.description
+
+
+def test_no_update_when_description_matches_or_is_unset(
+    ready_emulator: GarmEmulator, client: GarmClient
+) -> None:
+    ready_emulator.add_credential("app-1-2", description=MARKER)
+    reconcile_credentials(client, [_spec(description="")])
+    assert ready_emulator.writes() == []  # an empty desired description never triggers an update
+    reconcile_credentials(client, [_spec()])
+    assert ready_emulator.writes() == []
+
+
+def test_update_without_id_is_skipped_with_warning(
+    ready_emulator: GarmEmulator, client: GarmClient, caplog: pytest.LogCaptureFixture
+) -> None:
+    seeded = ready_emulator.add_credential("app-1-2", description="")
+    with ready_emulator.state.lock:
+        ready_emulator.state.credentials[seeded["id"]].id = 0  # GARM omits a zero id
+
+    reconcile_credentials(client, [_spec()])
+
+    assert ready_emulator.writes() == []
+    assert any("app-1-2" in w and "no id" in w for w in _warnings(caplog))
+
+
+def test_unmanaged_name_taken_is_warned_and_untouched(
+    ready_emulator: GarmEmulator, client: GarmClient, caplog: pytest.LogCaptureFixture
+) -> None:
+    ready_emulator.add_credential("app-1-2", description="hand-made by an operator")
+    reconcile_credentials(client, [_spec()])
+    assert ready_emulator.writes() == []
+    assert ready_emulator.credentials()[0]["description"] == "hand-made by an operator"
+    assert any("app-1-2" in w and "does not manage" in w for w in _warnings(caplog))
+
+
+def test_unmanaged_undesired_credential_is_never_deleted(
+    ready_emulator: GarmEmulator, client: GarmClient
+) -> None:
+    ready_emulator.add_credential("operator-creds", description="hand-made")
+    ready_emulator.add_credential("no-description", description="")
+    reconcile_credentials(client, [])
+    assert ready_emulator.writes() == []
+    assert _names(ready_emulator) == ["no-description", "operator-creds"]
+
+
+def test_deletes_managed_unreferenced_credential(
+    ready_emulator: GarmEmulator, client: GarmClient, caplog: pytest.LogCaptureFixture
+) -> None:
+    gone = ready_emulator.add_credential("app-9-9", description=MARKER)
+    ready_emulator.add_credential("app-1-2", description=MARKER)
+
+    reconcile_credentials(client, [_spec()])
+
+    (delete,) = ready_emulator.writes()
+    assert (delete.method, delete.path) == ("DELETE", f"/github/credentials/{gone['id']}")
+    assert _names(ready_emulator) == ["app-1-2"]
+    assert any(r.levelno == logging.INFO and "app-9-9" in r.getMessage() for r in caplog.records)
+
+
+def test_delete_refused_while_referenced_then_retried(
+    ready_emulator: GarmEmulator, client: GarmClient, caplog: pytest.LogCaptureFixture
+) -> None:
+    ready_emulator.add_credential("app-9-9", description=MARKER)
+    org = ready_emulator.add_organization("still-here", credentials_name="app-9-9")
+
+    reconcile_credentials(client, [])
+
+    assert _names(ready_emulator) == ["app-9-9"]
+    assert any("app-9-9" in w and "will retry" in w for w in _warnings(caplog))
+
+    client.delete_organization(org["id"])
+    caplog.clear()
+    reconcile_credentials(client, [])
+
+    assert _names(ready_emulator) == []
+    assert _warnings(caplog) == []
+
+
+def test_delete_failure_of_any_kind_is_contained(
+    ready_emulator: GarmEmulator, client: GarmClient, caplog: pytest.LogCaptureFixture
+) -> None:
+    ready_emulator.add_credential("app-9-9", description=MARKER)
+    ready_emulator.fail_next("DELETE", r"/github/credentials/\d+", 500)
+    reconcile_credentials(client, [_spec()])
+    assert _names(ready_emulator) == ["app-1-2", "app-9-9"]
+    assert any("app-9-9" in w for w in _warnings(caplog))
