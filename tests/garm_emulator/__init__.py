@@ -2,6 +2,23 @@
 
 Use :class:`GarmEmulator` (``with GarmEmulator(providers=["cfg-a-0"]) as garm: ...``), point
 the client at ``garm.url`` and drive GARM's background work with ``garm.advance()``.
+
+Choices where GARM's behaviour is not pinned by the spec (keep tests honest about them):
+
+* Tokens stay valid across ``restart()``: GARM signs JWTs with a secret that outlives the process.
+* ``DELETE /instances/{name}``: a runner whose status is not running/error/pending_delete/
+  pending_force_delete is refused (400); a busy runner (``runner_status`` active) is refused
+  (400, GitHub will not remove a runner mid-job) unless ``forceRemove=true``; a runner marked
+  with ``set_github_unauthorized`` answers 401 unless ``bypassGHUnauthorized=true``.
+* ``extra_specs: {}`` is stored and echoed as ``{}`` (GARM keeps the raw JSON it was sent);
+  ``template_id: 0`` reverts to no template, so the key disappears.
+* System templates cannot be changed or deleted (400); a template used by a scale set cannot be
+  deleted (409).
+* Not checked: GitHub App private keys (no PEM parse) and admin password strength.
+* A scale set whose provider is not loaded gets no work at all: its runners do not boot, do not
+  scale, and pending deletes stay with ``provider_fault`` set.
+* Organization and repository names match case-insensitively (GARM's NOCASE collation).
+* The credentials list does not nest the entities using each credential.
 """
 
 from .server import (
