@@ -51,14 +51,19 @@ def charmed_template_body(base: bytes, connections: Sequence[DebugSshConnection]
         when there is no connection.
 
     Raises:
-        CharmedTemplateError: the base body is not UTF-8 text.
+        CharmedTemplateError: the base body is not UTF-8 text, or a connection value contains
+            a line break.
     """
     if not connections:
         return base
     first = min(connections, key=lambda c: (c.host, c.port))
-    snippet = render_tmate_snippet(
-        first.host, first.port, first.rsa_fingerprint, first.ed25519_fingerprint
-    )
+    try:
+        snippet = render_tmate_snippet(
+            first.host, first.port, first.rsa_fingerprint, first.ed25519_fingerprint
+        )
+    except ValueError as exc:
+        # charm_state already drops such connections; never build a template from one.
+        raise CharmedTemplateError("Debug-ssh connection values contain line breaks") from exc
     try:
         script = base.decode("utf-8")
     except UnicodeDecodeError as exc:
