@@ -6,6 +6,7 @@ from collections.abc import Iterator
 
 import pytest
 
+from garm_api import GarmClient
 from tests.garm_emulator import DEFAULT_ADMIN_PASSWORD, GarmEmulator
 
 EMULATOR_PROVIDERS = ["garm-configurator-0"]
@@ -29,3 +30,11 @@ def ready_emulator(emulator: GarmEmulator) -> GarmEmulator:
     """The emulator after first-run as admin, with the controller URLs set."""
     emulator.bootstrap(username=ADMIN_USERNAME, password=ADMIN_PASSWORD, urls=True)
     return emulator
+
+
+@pytest.fixture
+def client(ready_emulator: GarmEmulator) -> Iterator[GarmClient]:
+    """The charm's GARM client, logged in to the bootstrapped emulator."""
+    with GarmClient(ready_emulator.url) as garm_client:
+        garm_client.login(ADMIN_USERNAME, ADMIN_PASSWORD)
+        yield garm_client

@@ -19,14 +19,6 @@ HEX64 = re.compile(r"^[0-9a-f]{64}$")
 
 
 @pytest.fixture
-def client(ready_emulator: GarmEmulator) -> Iterator[GarmClient]:
-    """A client logged in to the bootstrapped emulator."""
-    with GarmClient(ready_emulator.url) as garm:
-        garm.login("admin", DEFAULT_ADMIN_PASSWORD)
-        yield garm
-
-
-@pytest.fixture
 def garm(ready_emulator: GarmEmulator) -> GarmEmulator:
     """The emulator with two managed credentials and one an operator made by hand."""
     ready_emulator.add_credential("app-1-2", description=MARKER)

@@ -40,14 +40,6 @@ PRIVATE_KEY = (
 PROVIDER = "garm-configurator-0"
 
 
-@pytest.fixture
-def client(ready_emulator: GarmEmulator) -> Iterator[GarmClient]:
-    """A client logged in to the bootstrapped emulator."""
-    with GarmClient(ready_emulator.url) as garm:
-        garm.login(ADMIN, DEFAULT_ADMIN_PASSWORD)
-        yield garm
-
-
 @pytest.fixture(autouse=True)
 def _no_secrets_logged(caplog: pytest.LogCaptureFixture) -> Iterator[None]:
     yield

@@ -38,14 +38,6 @@ def _expected_with(conn: DebugSshConnection) -> bytes:
     return shebang + b"\n" + snippet.encode() + rest
 
 
-@pytest.fixture
-def client(ready_emulator: GarmEmulator) -> Iterator[GarmClient]:
-    """A client logged in to the bootstrapped emulator."""
-    with GarmClient(ready_emulator.url) as garm:
-        garm.login("admin", DEFAULT_ADMIN_PASSWORD)
-        yield garm
-
-
 @pytest.fixture(autouse=True)
 def _no_secrets_logged(caplog: pytest.LogCaptureFixture) -> Iterator[None]:
     caplog.set_level(logging.DEBUG)

@@ -21,14 +21,6 @@ PRIVATE_KEY = (
 )
 
 
-@pytest.fixture
-def client(ready_emulator: GarmEmulator) -> Iterator[GarmClient]:
-    """A client logged in to the bootstrapped emulator."""
-    with GarmClient(ready_emulator.url) as garm:
-        garm.login("admin", DEFAULT_ADMIN_PASSWORD)
-        yield garm
-
-
 @pytest.fixture(autouse=True)
 def _no_secrets_logged(caplog: pytest.LogCaptureFixture) -> Iterator[None]:
     caplog.set_level(logging.DEBUG)

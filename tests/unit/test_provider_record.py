@@ -1,0 +1,163 @@
+"""The provider record: parsing, merge, trim and how the charm stores it."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import logging
+from pathlib import Path
+
+import pytest
+from ops import testing
+
+import provider_record
+from charm_state import ProviderConfig
+from garm_api import ScaleSet
+from tests.charm_driver import CharmDriver, base_state, configurator, planned_providers
+from tests.garm_emulator import GarmEmulator
+
+
+def provider(unit: str, password: str = "pw") -> ProviderConfig:  # noqa: S107 - test data
+    return ProviderConfig(
+        unit_name=unit,
+        network="net",
+        auth_url="https://keystone:5000/v3",
+        username="user",
+        password=password,
+        project_name="proj",
+        user_domain_name="Default",
+        project_domain_name="Default",
+        region_name="RegionOne",
+    )
+
+
+def live(name: str, provider_name: str | None) -> ScaleSet:
+    return ScaleSet(name=name, provider_name=provider_name)
+
+
+def test_canonical_json_is_sorted_and_compact():
+    text = provider_record.canonical_json([provider("b-0"), provider("a-0")])
+    data = json.loads(text)
+    assert [p["unit_name"] for p in data] == ["a-0", "b-0"]
+    assert " " not in text.replace("RegionOne", "")
+    assert text == json.dumps(data, sort_keys=True, separators=(",", ":"))
+
+
+def test_parse_round_trips_canonical_json():
+    providers = (provider("a-0"), provider("b-1"))
+    assert provider_record.parse_record(provider_record.canonical_json(providers)) == providers
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "not json",
+        "{}",
+        "[1]",
+        json.dumps([{"unit_name": "a-0"}]),
+        json.dumps([{**provider("a-0").as_dict(), "password": ""}]),
+        json.dumps([{**provider("a-0").as_dict(), "network": 5}]),
+    ],
+)
+def test_parse_refuses_malformed_records(text: str):
+    with pytest.raises(provider_record.ProviderRecordError):
+        provider_record.parse_record(text)
+
+
+def test_merge_lets_relation_data_win():
+    merged = provider_record.merge(
+        [provider("a-0", "old"), provider("c-0")], [provider("a-0", "rotated"), provider("b-0")]
+    )
+    assert [p.unit_name for p in merged] == ["a-0", "b-0", "c-0"]
+    assert merged[0].password == "rotated"
+
+
+def test_trim_keeps_providers_named_by_relations_or_live_scalesets():
+    merged = [provider("a-0"), provider("b-0"), provider("c-0")]
+    kept = provider_record.trim(merged, [provider("a-0")], [live("x-12345678", "b-0")])
+    assert [p.unit_name for p in kept] == ["a-0", "b-0"]
+
+
+def test_trim_without_observation_keeps_everything():
+    merged = (provider("a-0"), provider("b-0"))
+    assert provider_record.trim(merged, [], None) == merged
+
+
+def test_trim_warns_about_scalesets_without_provider(caplog: pytest.LogCaptureFixture):
+    merged = [provider("a-0"), provider("b-0")]
+    with caplog.at_level(logging.WARNING):
+        kept = provider_record.trim(merged, [], [live("legacy", None), live("y", "b-0")])
+    assert [p.unit_name for p in kept] == ["b-0"]
+    assert "legacy" in caplog.text
+
+
+def test_trim_to_empty_when_nothing_needs_a_provider():
+    assert provider_record.trim([provider("a-0")], [], []) == ()
+
+
+# --- through the charm -----------------------------------------------------------------------
+
+
+@pytest.fixture
+def garm():
+    with GarmEmulator(providers=[]) as emulator:
+        yield emulator
+
+
+def record_secret(state: testing.State) -> testing.Secret:
+    return next(s for s in state.secrets if s.label == "garm-providers")
+
+
+def test_record_written_once_and_superseded_revision_removed(garm: GarmEmulator, tmp_path: Path):
+    driver = CharmDriver(garm, base_state(tmp_path))
+    driver.run(driver.ctx.on.install())
+    a = configurator("cfg-a", relation_id=1)
+    out = driver.add_configurator(a)
+    assert json.loads(record_secret(out).tracked_content["providers"])[0]["unit_name"] == "cfg-a-0"
+    b = configurator("cfg-b", relation_id=2, labels="jammy", org="org-b", app_id="7")
+    out = driver.add_configurator(b)
+    units = [p["unit_name"] for p in json.loads(record_secret(out).latest_content["providers"])]
+    assert units == ["cfg-a-0", "cfg-b-0"]
+    assert driver.ctx.removed_secret_revisions
+
+
+def test_unreadable_record_fails_the_hook(garm: GarmEmulator, tmp_path: Path):
+    broken = testing.Secret(
+        tracked_content={"providers": "{not json"}, label="garm-providers", owner="app"
+    )
+    driver = CharmDriver(garm, base_state(tmp_path, secrets={broken}))
+    with pytest.raises(testing.errors.UncaughtCharmError, match="ProviderRecordError"):
+        driver.run(driver.ctx.on.update_status())
+
+
+def test_record_providers_published_after_pod_restart(garm: GarmEmulator, tmp_path: Path):
+    stored = testing.Secret(
+        tracked_content={"providers": provider_record.canonical_json([provider("gone-0")])},
+        label="garm-providers",
+        owner="app",
+    )
+    state = base_state(tmp_path, secrets={stored})
+    driver = CharmDriver(garm, state)
+    # No configurator and GARM unreachable: the pass cannot observe, so nothing is trimmed.
+    driver.ready_timeout = 0.0
+    garm.stop()
+    out = driver.run(driver.ctx.on.pebble_ready(state.get_container("garm")))
+    assert planned_providers(out) == ["gone-0"]
+    assert record_secret(out).tracked_content == stored.tracked_content
+
+
+def test_scaleset_without_provider_does_not_block_trim(garm: GarmEmulator, tmp_path: Path):
+    stored = testing.Secret(
+        tracked_content={"providers": provider_record.canonical_json([provider("gone-0")])},
+        label="garm-providers",
+        owner="app",
+    )
+    driver = CharmDriver(garm, base_state(tmp_path, secrets={stored}))
+    garm.add_scaleset("legacy-row", org="canonical", provider_name="")
+    out = driver.run(driver.ctx.on.install())
+    content = record_secret(out).latest_content or record_secret(out).tracked_content
+    assert json.loads(content["providers"]) == []
+    out = dataclasses.replace(out)
+    assert planned_providers(out) == ["gone-0"]  # the trim reaches GARM at the next replan
+    out = driver.run(driver.ctx.on.update_status())
+    assert planned_providers(out) == []
