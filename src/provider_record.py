@@ -63,15 +63,20 @@ def parse_record(text: str) -> tuple[ProviderConfig, ...]:
         raise ProviderRecordError("provider record is not valid JSON") from exc
     if not isinstance(data, list):
         raise ProviderRecordError("provider record is not a list")
-    providers: list[ProviderConfig] = []
-    for entry in data:  # pyright: ignore[reportUnknownVariableType]
-        if not isinstance(entry, dict):
-            raise ProviderRecordError("provider record holds a non-object entry")
-        values = {key: entry.get(key) for key in PROVIDER_REQUIRED_FIELDS}  # pyright: ignore[reportUnknownMemberType]
-        if not all(isinstance(value, str) and value for value in values.values()):
-            raise ProviderRecordError("provider record holds an incomplete entry")
-        providers.append(ProviderConfig(**{k: str(v) for k, v in values.items()}))
+    entries: list[object] = data  # pyright: ignore[reportUnknownVariableType]
+    providers = [_provider_from(entry) for entry in entries]
     return tuple(providers)
+
+
+def _provider_from(entry: object) -> ProviderConfig:
+    if not isinstance(entry, dict):
+        raise ProviderRecordError("provider record holds a non-object entry")
+    fields: dict[object, object] = entry  # pyright: ignore[reportUnknownVariableType]
+    values = {key: fields.get(key) for key in PROVIDER_REQUIRED_FIELDS}
+    strings = {key: value for key, value in values.items() if isinstance(value, str) and value}
+    if len(strings) != len(PROVIDER_REQUIRED_FIELDS):
+        raise ProviderRecordError("provider record holds an incomplete entry")
+    return ProviderConfig(**strings)
 
 
 def merge(
