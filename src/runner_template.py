@@ -95,6 +95,16 @@ def heredoc_delimiter(base: str, body: str) -> str:
     return delimiter
 
 
+def go_template_literal(text: str) -> str:
+    """Make text print literally when GARM renders the template it sits in.
+
+    GARM renders runner templates with Go's ``text/template``, where ``{{`` opens an action.
+    Operator content (a pre-job script, a mirror URL) must never be read as one: each ``{{`` is
+    replaced by an action that prints ``{{``.
+    """
+    return text.replace("{{", '{{"{{"}}')
+
+
 def _single_line(value: str) -> str:
     """Drop every line break so that the value can never start a new line."""
     return "".join(value.splitlines())
@@ -125,7 +135,7 @@ def render_tmate_snippet(
     values = (host, str(port), rsa_fingerprint, ed25519_fingerprint)
     if any(_single_line(value) != value for value in values):
         raise ValueError("debug-ssh values must not contain line breaks")
-    return (
+    return go_template_literal(
         f"mkdir -p $(dirname {RUNNER_ENV_PATH})\n"
         f'cat >> {RUNNER_ENV_PATH} << "EOF"\n'
         f"TMATE_SERVER_HOST={host}\n"
@@ -226,7 +236,7 @@ def build_template_data(base: bytes, cfg: RunnerConfig) -> bytes:
     Returns:
         Shebang, pre-install block, job-hooks block, then the rest of the base template.
     """
-    snippet = render_pre_install(cfg) + render_pre_job_hooks(cfg)
+    snippet = go_template_literal(render_pre_install(cfg) + render_pre_job_hooks(cfg))
     # Relation data may hold characters UTF-8 cannot encode (lone surrogates); never crash on them.
     snippet = snippet.encode("utf-8", "replace").decode("utf-8")
     # surrogateescape round-trips base bytes that are not valid UTF-8 unchanged.

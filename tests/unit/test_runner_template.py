@@ -792,3 +792,17 @@ class TestEffectiveExtraSpecs:
         scripts = {"pre_install.sh": "x"}
         rt.effective_extra_specs(scripts, RunnerConfig(runner_http_proxy=PROXY))
         assert scripts == {"pre_install.sh": "x"}
+
+
+def test_operator_braces_survive_garm_go_template_rendering():
+    # GARM renders templates with Go's text/template: a literal "{{" must become an action
+    # printing "{{", and nothing else in the operator's script may change.
+    script = 'echo "${{ github.token }}" {{.RunnerName}}\n'
+    cfg = RunnerConfig(pre_job_script=script)
+    body = rt.build_template_data(b"#!/bin/bash\necho {{ .CallbackURL }}\n", cfg).decode()
+    assert 'echo "${{"{{"}} github.token }}" {{"{{"}}.RunnerName}}' in body
+    # The base template's own actions are GARM's and stay as they are.
+    assert body.endswith("echo {{ .CallbackURL }}\n")
+    assert rt.go_template_literal("a {{{ b") == 'a {{"{{"}}{ b'
+    assert "{{" not in rt.render_tmate_snippet("h", 22, "r", "e")
+    assert '{{"{{"}}' in rt.render_tmate_snippet("h{{x", 22, "r", "e")
