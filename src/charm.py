@@ -242,6 +242,9 @@ class GarmCharm(ops.CharmBase):
                 logger.warning("GARM did not answer within %.0f s", self.ready_timeout)
                 self._status = ops.WaitingStatus(WAITING_READY)
                 return None
+            except GarmApiError as exc:
+                self._fail_sync(exc)
+                return None
             try:
                 if not initialised:
                     logger.info("GARM is not initialised: running first-run setup")
@@ -262,15 +265,18 @@ class GarmCharm(ops.CharmBase):
             client.login(admin.username, admin.password)
             self._ensure_controller_urls(client)
         except GarmUnauthorizedError:
-            logger.error("GARM refused the admin credentials from %s", "garm-admin-credentials")
+            logger.error("GARM refused the admin credentials from secret garm-admin-credentials")
             self._status = ops.BlockedStatus(ADMIN_REJECTED)
             return None
+        except GarmApiError as exc:
+            self._fail_sync(exc)
+            return None
         try:
-            reconcile_credentials(client, state.credentials)
-            reconcile_entities(client, state.entities)
+            reconcile_credentials(client, state.credentials, prune=state.prune)
+            reconcile_entities(client, state.entities, prune=state.prune)
             template_id = apply_charmed_template(client, state.debug_ssh)
             specs = [dataclasses.replace(s, template_id=template_id) for s in state.scalesets]
-            result = ScalesetReconciler(client).reconcile(specs)
+            result = ScalesetReconciler(client).reconcile(specs, prune=state.prune)
         except CharmedTemplateError as exc:
             logger.warning("Charmed template not applied: %s; scale sets skipped", exc)
             self._status = ops.WaitingStatus(str(exc))

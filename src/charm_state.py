@@ -769,6 +769,9 @@ class CharmState:
         unpublished_relation_ids: configurator relations none of whose units set a contract key;
             while any exist the GARM chain must not run (spec 5.2 step 11).
         problems: bad input found this pass, for the status message.
+        prune: whether GARM objects no configurator describes may be deleted this pass.
+            False while any configurator unit's data is invalid: what that unit described
+            before is held (not updated, not deleted) until its data is fixed.
     """
 
     providers: tuple[ProviderConfig, ...]
@@ -779,6 +782,7 @@ class CharmState:
     configurator_relation_count: int
     unpublished_relation_ids: tuple[int, ...]
     problems: tuple[InputProblem, ...]
+    prune: bool = True
 
     @classmethod
     def from_charm(cls, charm: ops.CharmBase) -> CharmState:
@@ -806,6 +810,7 @@ class CharmState:
             configurator_relation_count=len(relations),
             unpublished_relation_ids=unpublished_relation_ids([r.id for r in relations], units),
             problems=parsed.problems + debug_problems,
+            prune=not parsed.problems,
         )
 
 

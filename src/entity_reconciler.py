@@ -48,17 +48,21 @@ def split_repository(entity_name: str) -> tuple[str, str] | None:
     return owner, name
 
 
-def reconcile_entities(client: GarmClient, desired: Sequence[EntitySpec]) -> None:
+def reconcile_entities(
+    client: GarmClient, desired: Sequence[EntitySpec], *, prune: bool = True
+) -> None:
     """Create, re-bind and delete organisations and repositories so they match ``desired``.
 
     Args:
         client: an authenticated GARM client.
         desired: the entities the configurators publish.
+        prune: delete managed entities nobody desires; False while configurator input is
+            invalid.
 
     Raises:
         GarmApiError: listing credentials, organisations or repositories failed.
     """
-    _EntityPass(client).run(desired)
+    _EntityPass(client).run(desired, prune=prune)
 
 
 @dataclass
@@ -88,7 +92,7 @@ class _EntityPass:
             if repo.owner and repo.name:
                 self._observed[(REPOSITORY, f"{repo.owner}/{repo.name}")] = _from_repo(repo)
 
-    def run(self, desired: Sequence[EntitySpec]) -> None:
+    def run(self, desired: Sequence[EntitySpec], *, prune: bool) -> None:
         wanted: set[tuple[str, str]] = set()
         for spec in desired:
             key = (spec.entity_type, spec.entity_name)
@@ -97,7 +101,7 @@ class _EntityPass:
             wanted.add(key)
             self._ensure(spec)
         for key, live in self._observed.items():
-            if key not in wanted:
+            if prune and key not in wanted:
                 self._delete_if_managed(live)
 
     def _ensure(self, spec: EntitySpec) -> None:

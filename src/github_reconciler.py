@@ -63,12 +63,16 @@ def _github_app(spec: CredentialSpec) -> GithubApp:
     )
 
 
-def reconcile_credentials(client: GarmClient, desired: Sequence[CredentialSpec]) -> None:
+def reconcile_credentials(
+    client: GarmClient, desired: Sequence[CredentialSpec], *, prune: bool = True
+) -> None:
     """Create, update and delete GARM credentials so they match ``desired``.
 
     Args:
         client: an authenticated GARM client.
         desired: the credentials the configurators publish (names are unique).
+        prune: delete managed credentials nobody desires; False while configurator input is
+            invalid (an unreadable key secret must not delete the credential).
 
     Raises:
         GarmApiError: listing, creating or updating a credential failed. A refused delete
@@ -95,7 +99,7 @@ def reconcile_credentials(client: GarmClient, desired: Sequence[CredentialSpec])
             )
 
     for name, current in observed.items():
-        if name not in wanted and current.id is not None and is_managed(current):
+        if prune and name not in wanted and current.id is not None and is_managed(current):
             _delete(client, current.id, name)
 
 

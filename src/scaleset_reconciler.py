@@ -258,11 +258,13 @@ class ScalesetReconciler:
         self._client = client
         self._clock = clock
 
-    def reconcile(self, desired: Sequence[ScalesetSpec]) -> ReconcileResult:
+    def reconcile(self, desired: Sequence[ScalesetSpec], *, prune: bool = True) -> ReconcileResult:
         """Run one pass: create, update and retire per spec, then sweep orphans.
 
         Args:
             desired: the desired specs (the first of each logical name wins).
+            prune: sweep scale sets no spec claims. False while some configurator input is
+                invalid: a scale set it described must not be deleted because of a typo.
 
         Returns:
             What is still retiring and which scale sets exist after the pass.
@@ -273,7 +275,7 @@ class ScalesetReconciler:
             GarmApiError: a pass-start listing failed, or the first contained per-spec failure,
                 raised after the sweep.
         """
-        return _Pass(self._client, self._clock).run(dedupe_specs(desired))
+        return _Pass(self._client, self._clock).run(dedupe_specs(desired), prune=prune)
 
 
 @dataclass
@@ -288,7 +290,7 @@ class _Pass:
     _bytes_cache: dict[int, bytes] = field(default_factory=dict[int, bytes])
     _repo_ids: dict[str, str] | None = None
 
-    def run(self, specs: list[ScalesetSpec]) -> ReconcileResult:
+    def run(self, specs: list[ScalesetSpec], *, prune: bool) -> ReconcileResult:
         providers = {p.name for p in self.client.list_providers() if p.name}
         listing = self.client.list_scalesets()
         observed = self._observe(listing)
@@ -312,7 +314,14 @@ class _Pass:
                 logger.warning("Failed to reconcile scaleset %r; will retry: %s", spec.name, exc)
                 first_failure = first_failure or exc
 
-        for name in sorted(set(observed) - claimed):
+        unclaimed = sorted(set(observed) - claimed)
+        if unclaimed and not prune:
+            logger.warning(
+                "Not sweeping %d unclaimed scale set(s) while configurator data is invalid",
+                len(unclaimed),
+            )
+            unclaimed = []
+        for name in unclaimed:
             if self._delete_orphaned(observed[name]):
                 self._delete_custom_template(name)
 

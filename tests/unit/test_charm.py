@@ -300,22 +300,64 @@ def test_relation_without_data_does_not_reconcile_to_zero(driver: CharmDriver, g
     assert garm.writes() == []
 
 
-def test_bad_input_is_reported_and_deletes_nothing_else(
-    driver: CharmDriver, garm: GarmEmulator, caplog: pytest.LogCaptureFixture
+@pytest.mark.parametrize(
+    "bad",
+    [
+        {"max_runner": "four"},
+        {"github_app_id": "12x"},
+        {"image_id": ""},
+        {"labels": "linux\nx64"},
+        {"pre_install_scripts": "{not json"},
+    ],
+    ids=["non-numeric-count", "non-numeric-id", "missing-key", "newline", "malformed-json"],
+)
+def test_bad_input_is_reported_and_deletes_nothing(
+    driver: CharmDriver, garm: GarmEmulator, caplog: pytest.LogCaptureFixture, bad: dict[str, str]
 ):
     deploy(driver)
     good = configurator("cfg-a", relation_id=1, org="org-a")
-    bad = configurator("cfg-b", relation_id=2, org="org-b", labels="jammy", app_id="102")
+    other = configurator("cfg-b", relation_id=2, org="org-b", labels="jammy", app_id="102")
     driver.add_configurator(good)
-    driver.add_configurator(bad)
-    out = driver.change_relation(bad.relation, max_runner="four")
+    driver.add_configurator(other)
+    before = {
+        "scalesets": live_names(garm),
+        "credentials": sorted(c["name"] for c in garm.credentials()),
+        "orgs": sorted(o["name"] for o in garm.organizations()),
+    }
+    caplog.clear()
+    out = driver.change_relation(other.relation, **bad)
+    for _ in range(2):
+        garm.advance(timedelta(seconds=30))
+        out = driver.run(driver.ctx.on.update_status())
     assert isinstance(out.unit_status, ops.ActiveStatus)
-    assert "cfg-b/0" in out.unit_status.message
-    assert "max_runner" in out.unit_status.message
-    assert "four" not in out.unit_status.message
-    assert "cfg-a-runners-18515357" in live_names(garm)
-    # Its provider stays published while its old scale set still exists.
+    assert out.unit_status.message.startswith("invalid data from cfg-b/0 (")
+    after = {
+        "scalesets": live_names(garm),
+        "credentials": sorted(c["name"] for c in garm.credentials()),
+        "orgs": sorted(o["name"] for o in garm.organizations()),
+    }
+    assert after == before
+    assert all(s.get("enabled") for s in garm.scalesets())
     assert "cfg-b-0" in planned_providers(out)
+    assert "cfg-b/0" in caplog.text
+    # Fixing the data returns to plain Active without having touched anything.
+    original = other.relation.remote_units_data[0]
+    out = driver.change_relation(other.relation, **{k: original.get(k, "") for k in bad})
+    assert out.unit_status == ops.ActiveStatus()
+
+
+def test_scaleset_of_a_removed_configurator_is_still_swept(
+    driver: CharmDriver, garm: GarmEmulator
+):
+    deploy(driver)
+    driver.add_configurator(configurator("cfg-a", relation_id=1, org="org-a"))
+    b = configurator("cfg-b", relation_id=2, org="org-b", labels="jammy", app_id="102")
+    driver.add_configurator(b)
+    driver.remove_relation(b.relation)
+    for _ in range(3):
+        garm.advance(timedelta(seconds=30))
+        driver.run(driver.ctx.on.update_status())
+    assert live_names(garm) == ["cfg-a-runners-18515357"]
 
 
 # --- changeover and provider retention -------------------------------------------------------

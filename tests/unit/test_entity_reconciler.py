@@ -201,6 +201,17 @@ def test_deletes_managed_orphans_only(
     assert any("old-org" in m and gone_org["id"] in m for m in infos)
 
 
+def test_no_delete_while_configurator_input_is_invalid(
+    garm: GarmEmulator, client: GarmClient
+) -> None:
+    garm.add_organization("old-org", "app-1-2")
+
+    reconcile_entities(client, [org("org-a")], prune=False)
+
+    assert [(w.method, w.path) for w in garm.writes()] == [("POST", "/organizations")]
+    assert "old-org" in _entities(garm)
+
+
 def test_delete_refused_while_a_scaleset_uses_it(
     garm: GarmEmulator, client: GarmClient, caplog: pytest.LogCaptureFixture
 ) -> None:

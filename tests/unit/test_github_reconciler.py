@@ -178,6 +178,18 @@ def test_deletes_managed_unreferenced_credential(
     assert any(r.levelno == logging.INFO and "app-9-9" in r.getMessage() for r in caplog.records)
 
 
+def test_no_delete_while_configurator_input_is_invalid(
+    ready_emulator: GarmEmulator, client: GarmClient
+) -> None:
+    ready_emulator.add_credential("app-9-9", description=MARKER)
+    ready_emulator.add_credential("app-1-2", description=MARKER)
+
+    reconcile_credentials(client, [_spec()], prune=False)
+
+    assert ready_emulator.writes() == []
+    assert _names(ready_emulator) == ["app-1-2", "app-9-9"]
+
+
 def test_delete_refused_while_referenced_then_retried(
     ready_emulator: GarmEmulator, client: GarmClient, caplog: pytest.LogCaptureFixture
 ) -> None:

@@ -899,6 +899,20 @@ def test_orphan_with_runners_is_disabled_drained_then_deleted(
     assert second.live == []
 
 
+def test_no_sweep_while_configurator_input_is_invalid(
+    garm: GarmEmulator, reconciler: ScalesetReconciler
+) -> None:
+    garm.add_scaleset("gone-0000aaaa", org=ORG, min_idle_runners=1)
+    settle(garm)
+    garm.clear_requests()
+
+    result = reconciler.reconcile([], prune=False)
+
+    assert garm.writes() == []
+    assert {s.name for s in result.live} == {"gone-0000aaaa"}
+    assert garm.scaleset_by_name("gone-0000aaaa")["enabled"] is True
+
+
 def test_orphan_busy_runner_is_left_unless_stale(
     garm: GarmEmulator, reconciler: ScalesetReconciler
 ) -> None:
