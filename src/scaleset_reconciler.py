@@ -288,6 +288,7 @@ class _Pass:
     created: list[ScaleSet] = field(default_factory=list[ScaleSet])
     deleted_ids: set[int] = field(default_factory=set[int])
     _bytes_cache: dict[int, bytes] = field(default_factory=dict[int, bytes])
+    _org_ids: dict[str, str | None] = field(default_factory=dict[str, str | None])
     _repo_ids: dict[str, str] | None = None
 
     def run(self, specs: list[ScalesetSpec], *, prune: bool) -> ReconcileResult:
@@ -391,14 +392,7 @@ class _Pass:
 
     def _entity_id(self, spec: ScalesetSpec) -> str | None:
         if spec.entity_type == "organization":
-            entity_id = next(
-                (
-                    org.id
-                    for org in self.client.list_organizations(name=spec.entity_name)
-                    if org.name == spec.entity_name
-                ),
-                None,
-            )
+            entity_id = self._organization_id(spec.entity_name)
         elif spec.entity_type == "repository":
             entity_id = self._repository_ids().get(spec.entity_name)
         else:
@@ -414,6 +408,15 @@ class _Pass:
                 spec.name,
             )
         return entity_id
+
+    def _organization_id(self, name: str) -> str | None:
+        # Many scale sets share an organisation: ask GARM once per name and pass.
+        if name not in self._org_ids:
+            self._org_ids[name] = next(
+                (o.id for o in self.client.list_organizations(name=name) if o.name == name),
+                None,
+            )
+        return self._org_ids[name]
 
     def _repository_ids(self) -> dict[str, str]:
         if self._repo_ids is None:

@@ -1246,3 +1246,12 @@ def test_status_rows_from_the_emulator_listing(
         (NEW_LIVE, "active"),
     ]
     assert garm.writes() == []
+
+
+def test_organisation_looked_up_once_per_pass(
+    garm: GarmEmulator, reconciler: ScalesetReconciler
+) -> None:
+    specs = [make_spec(name=f"set-{n}") for n in range(5)]
+    reconciler.reconcile(specs)
+    assert len(calls(garm, "GET", r"/organizations")) == 1
+    assert len(names(garm)) == 5
