@@ -477,3 +477,60 @@ def test_scaleset_status_refused_on_non_leader(driver: CharmDriver):
 
 def _hash(labels: list[str]) -> str:
     return hashlib.sha256(",".join(sorted(labels)).encode()).hexdigest()[:8]
+
+
+# --- GARM failures ---------------------------------------------------------------------------
+
+
+def test_garm_error_during_chain_reads_sync_failed(driver: CharmDriver, garm: GarmEmulator):
+    deploy(driver)
+    driver.add_configurator(configurator("cfg-a", relation_id=1))
+    garm.fail_next("GET", r"/github/credentials", 500, count=1)
+    out = driver.run(driver.ctx.on.update_status())
+    assert out.unit_status == ops.WaitingStatus("GARM sync failed")
+    # A pass that failed observed nothing: the provider stays published.
+    assert planned_providers(out) == ["cfg-a-0"]
+    assert driver.run(driver.ctx.on.update_status()).unit_status == ops.ActiveStatus()
+
+
+def test_garm_error_on_readiness_or_first_run_reads_sync_failed(
+    driver: CharmDriver, garm: GarmEmulator
+):
+    garm.fail_next("POST", r"/first-run", 500, count=1)
+    out = driver.run(driver.ctx.on.install())
+    assert out.unit_status == ops.WaitingStatus("GARM sync failed")
+    assert not garm.controller().get("metadata_url")
+    garm.fail_next("GET", r"/controller-info", 500, count=1)
+    out = driver.run(driver.ctx.on.update_status())
+    assert out.unit_status == ops.WaitingStatus("GARM sync failed")
+    out = driver.run(driver.ctx.on.update_status())
+    assert out.unit_status == ops.WaitingStatus("Waiting for garm-configurator relation")
+
+
+def test_rejected_admin_credentials_block(driver: CharmDriver, garm: GarmEmulator):
+    deploy(driver)
+    garm.fail_next("POST", r"/auth/login", 401, count=1, error="Not Authorized", details="")
+    out = driver.run(driver.ctx.on.update_status())
+    assert out.unit_status == ops.BlockedStatus("GARM rejected the admin credentials")
+
+
+def test_charmed_template_error_is_the_status(driver: CharmDriver, garm: GarmEmulator):
+    deploy(driver)
+    driver.add_configurator(configurator("cfg-a", relation_id=1))
+    garm.fail_next("GET", r"/templates/\d+", 500, count=1)
+    out = driver.run(driver.ctx.on.update_status())
+    assert out.unit_status == ops.WaitingStatus("Failed to fetch base template data")
+
+
+def test_scaleset_status_fails_naming_the_error_class(driver: CharmDriver, garm: GarmEmulator):
+    deploy(driver)
+    garm.fail_next("GET", r"/scalesets", 500, count=1)
+    with driver._wired(), pytest.raises(testing.ActionFailed, match=r"\(GarmApiError\)"):  # pyright: ignore[reportPrivateUsage]
+        driver.ctx.run(driver.ctx.on.action("scaleset-status"), driver.state)
+
+
+def test_secret_remove_drops_the_named_revision(driver: CharmDriver):
+    out = deploy(driver)
+    secret = next(s for s in out.secrets if s.label == "garm-secrets")
+    driver.run(driver.ctx.on.secret_remove(secret, revision=7))
+    assert 7 in driver.ctx.removed_secret_revisions
