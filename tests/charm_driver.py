@@ -30,6 +30,23 @@ PASSWORD_SECRET_VALUE = "openstack-pass-\u00e9-1"
 PRIVATE_KEY_VALUE = "-----BEGIN RSA PRIVATE KEY-----\nMIIfake\n-----END RSA PRIVATE KEY-----"
 
 
+# Every secret value a test run has seen; the unit tests' conftest asserts none reaches a log.
+SECRET_VALUES: set[str] = {PASSWORD_SECRET_VALUE, PRIVATE_KEY_VALUE}
+_NOT_SECRET_KEYS = frozenset({"username", "email", "full-name", "providers"})
+
+
+def _remember_secret_values(state: testing.State) -> None:
+    for secret in state.secrets:
+        for content in (secret.tracked_content, secret.latest_content or {}):
+            SECRET_VALUES.update(
+                value for key, value in content.items() if key not in _NOT_SECRET_KEYS
+            )
+        if secret.label == "garm-providers":
+            for content in (secret.tracked_content, secret.latest_content or {}):
+                for entry in json.loads(content.get("providers", "[]")):
+                    SECRET_VALUES.add(entry["password"])
+
+
 @dataclasses.dataclass
 class Configurator:
     """A garm-configurator application as the charm sees it: one relation and its secrets."""
@@ -139,6 +156,7 @@ class CharmDriver:
         """Run one hook and keep its output state."""
         with self._wired():
             self.state = self.ctx.run(event, self.state)
+        _remember_secret_values(self.state)
         return self.state
 
     def add_configurator(self, cfg: Configurator) -> testing.State:

@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Iterator
 
 import pytest
 
 from garm_api import GarmClient
+from tests.charm_driver import SECRET_VALUES
 from tests.garm_emulator import DEFAULT_ADMIN_PASSWORD, GarmEmulator
 
 EMULATOR_PROVIDERS = ["garm-configurator-0"]
@@ -38,3 +40,13 @@ def client(ready_emulator: GarmEmulator) -> Iterator[GarmClient]:
     with GarmClient(ready_emulator.url) as garm_client:
         garm_client.login(ADMIN_USERNAME, ADMIN_PASSWORD)
         yield garm_client
+
+
+@pytest.fixture(autouse=True)
+def _no_secret_in_logs(caplog: pytest.LogCaptureFixture) -> Iterator[None]:
+    """Fail any test whose captured log holds a secret value the suite knows about."""
+    caplog.set_level(logging.DEBUG)
+    yield
+    text = caplog.text
+    leaked = sorted(v for v in {*SECRET_VALUES, DEFAULT_ADMIN_PASSWORD} if v and v in text)
+    assert not leaked, f"{len(leaked)} secret value(s) reached the log"
