@@ -24,27 +24,25 @@ from ops import testing
 import workload
 from charm import GarmCharm
 from tests.garm_emulator import GarmEmulator
+from tests.log_secrets import register_secret
 
 CONFIGURATOR = "garm-configurator"
 PASSWORD_SECRET_VALUE = "openstack-pass-\u00e9-1"
 PRIVATE_KEY_VALUE = "-----BEGIN RSA PRIVATE KEY-----\nMIIfake\n-----END RSA PRIVATE KEY-----"
 
 
-# Every secret value a test run has seen; the unit tests' conftest asserts none reaches a log.
-SECRET_VALUES: set[str] = {PASSWORD_SECRET_VALUE, PRIVATE_KEY_VALUE}
+register_secret(PASSWORD_SECRET_VALUE, PRIVATE_KEY_VALUE)
 _NOT_SECRET_KEYS = frozenset({"username", "email", "full-name", "providers"})
 
 
 def _remember_secret_values(state: testing.State) -> None:
     for secret in state.secrets:
         for content in (secret.tracked_content, secret.latest_content or {}):
-            SECRET_VALUES.update(
-                value for key, value in content.items() if key not in _NOT_SECRET_KEYS
-            )
+            register_secret(*(v for k, v in content.items() if k not in _NOT_SECRET_KEYS))
         if secret.label == "garm-providers":
             for content in (secret.tracked_content, secret.latest_content or {}):
                 for entry in json.loads(content.get("providers", "[]")):
-                    SECRET_VALUES.add(entry["password"])
+                    register_secret(entry["password"])
 
 
 @dataclasses.dataclass

@@ -8,10 +8,11 @@ from collections.abc import Iterator
 import pytest
 
 from garm_api import GarmClient
-from tests.charm_driver import SECRET_VALUES
 from tests.garm_emulator import DEFAULT_ADMIN_PASSWORD, GarmEmulator
+from tests.log_secrets import SECRET_VALUES, captured_log_text, register_secret
 
 EMULATOR_PROVIDERS = ["garm-configurator-0"]
+register_secret(DEFAULT_ADMIN_PASSWORD)
 ADMIN_USERNAME = "admin"
 ADMIN_PASSWORD = DEFAULT_ADMIN_PASSWORD
 
@@ -47,6 +48,6 @@ def _no_secret_in_logs(caplog: pytest.LogCaptureFixture) -> Iterator[None]:
     """Fail any test whose captured log holds a secret value the suite knows about."""
     caplog.set_level(logging.DEBUG)
     yield
-    text = caplog.text
-    leaked = sorted(v for v in {*SECRET_VALUES, DEFAULT_ADMIN_PASSWORD} if v and v in text)
+    text = captured_log_text(caplog)
+    leaked = sorted(v for v in SECRET_VALUES if v in text)
     assert not leaked, f"{len(leaked)} secret value(s) reached the log"

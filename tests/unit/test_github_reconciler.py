@@ -4,14 +4,14 @@ from __future__ import annotations
 
 import base64
 import logging
-from collections.abc import Iterator
 
 import pytest
 
 from charm_state import CredentialSpec
 from garm_api import GarmApiError, GarmClient
 from github_reconciler import reconcile_credentials
-from tests.garm_emulator import DEFAULT_ADMIN_PASSWORD, GarmEmulator
+from tests.garm_emulator import GarmEmulator
+from tests.log_secrets import register_secret
 
 MARKER = "Managed by garm"
 PRIVATE_KEY = (
@@ -21,13 +21,7 @@ PRIVATE_KEY = (
 )
 
 
-@pytest.fixture(autouse=True)
-def _no_secrets_logged(caplog: pytest.LogCaptureFixture) -> Iterator[None]:
-    caplog.set_level(logging.DEBUG)
-    yield
-    assert "MIIEcredential-reconciler-key" not in caplog.text
-    assert base64.b64encode(PRIVATE_KEY.encode()).decode() not in caplog.text
-    assert DEFAULT_ADMIN_PASSWORD not in caplog.text
+register_secret("MIIEcredential-reconciler-key", base64.b64encode(PRIVATE_KEY.encode()).decode())
 
 
 def _spec(app_id: int = 1, installation_id: int = 2, description: str = MARKER) -> CredentialSpec:

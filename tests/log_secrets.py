@@ -1,0 +1,26 @@
+"""A registry of secret values the tests use, and the text of what a test logged.
+
+The unit tests' conftest fails any test whose captured log (setup and call phases) holds a
+registered value. Register test-data secrets at import time, generated ones as they appear.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+SECRET_VALUES: set[str] = set()
+
+
+def register_secret(*values: str) -> None:
+    """Add values that must never appear in a log."""
+    SECRET_VALUES.update(v for v in values if v)
+
+
+def captured_log_text(caplog: pytest.LogCaptureFixture) -> str:
+    """Return every message logged during the test's setup and call phases.
+
+    ``caplog.text`` in a fixture's teardown only holds the teardown phase, so a check written
+    after ``yield`` must read the earlier phases explicitly.
+    """
+    records = [r for phase in ("setup", "call") for r in caplog.get_records(phase)]
+    return "\n".join(r.getMessage() for r in records)
