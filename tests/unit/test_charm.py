@@ -534,3 +534,31 @@ def test_secret_remove_drops_the_named_revision(driver: CharmDriver):
     secret = next(s for s in out.secrets if s.label == "garm-secrets")
     driver.run(driver.ctx.on.secret_remove(secret, revision=7))
     assert 7 in driver.ctx.removed_secret_revisions
+
+
+def test_debug_ssh_joined_changed_departed_updates_charmed_template(
+    driver: CharmDriver, garm: GarmEmulator
+):
+    deploy(driver)
+    driver.add_configurator(configurator("cfg-a", relation_id=1))
+    base = garm.template_body("github_linux")
+    charmed_id = garm.template_by_name("github_linux_charmed")["id"]
+    tmate = {"host": "tmate.internal", "port": "10022", "rsa_fingerprint": "SHA256:r"}
+    tmate["ed25519_fingerprint"] = "SHA256:e"
+    relation = testing.Relation("debug-ssh", id=50, remote_units_data={0: tmate})
+    driver.state = dataclasses.replace(driver.state, relations={*driver.state.relations, relation})
+    driver.run(driver.ctx.on.relation_joined(relation, remote_unit=0))
+    body = garm.template_body("github_linux_charmed").decode()
+    assert body.splitlines()[0] == base.decode().splitlines()[0]
+    assert "TMATE_SERVER_HOST=tmate.internal\nTMATE_SERVER_PORT=10022\n" in body
+    # A host with a newline is refused: that server is skipped, nothing of it reaches runners.
+    out = driver.change_relation(relation, host="evil\nrm -rf /")
+    assert garm.template_body("github_linux_charmed") == base
+    assert "debug-ssh" in out.unit_status.message
+    driver.change_relation(relation, host="tmate2.internal")
+    assert (
+        "TMATE_SERVER_HOST=tmate2.internal" in garm.template_body("github_linux_charmed").decode()
+    )
+    driver.remove_relation(relation)
+    assert garm.template_body("github_linux_charmed") == base
+    assert garm.template_by_name("github_linux_charmed")["id"] == charmed_id
