@@ -67,7 +67,9 @@ class GarmCharm(ops.CharmBase):
     def __init__(self, framework: ops.Framework) -> None:
         """Observe every event that can change the desired or the observed state."""
         super().__init__(framework)
-        self._status: ops.StatusBase = ops.ActiveStatus()
+        # None until a reconcile decides: hooks that do not reconcile (actions, secret
+        # housekeeping) then add no status, and Juju keeps the last one shown.
+        self._status: ops.StatusBase | None = None
         self._progress: Sequence[ScalesetProgress] = ()
         self._problems = ""
         on = self.on
@@ -112,16 +114,18 @@ class GarmCharm(ops.CharmBase):
         event.remove_revision()
 
     def _on_collect_unit_status(self, event: ops.CollectStatusEvent) -> None:
-        event.add_status(self._unit_status())
+        if self._status is not None:
+            event.add_status(self._unit_status(self._status))
 
     def _on_collect_app_status(self, event: ops.CollectStatusEvent) -> None:
         # Only the leader gets this event; the app shows what the leader's unit shows.
-        event.add_status(self._unit_status())
+        if self._status is not None:
+            event.add_status(self._unit_status(self._status))
 
-    def _unit_status(self) -> ops.StatusBase:
-        if not isinstance(self._status, ops.ActiveStatus):
-            return self._status
-        parts = [part for part in (self._status.message, self._problems) if part]
+    def _unit_status(self, status: ops.StatusBase) -> ops.StatusBase:
+        if not isinstance(status, ops.ActiveStatus):
+            return status
+        parts = [part for part in (status.message, self._problems) if part]
         return ops.ActiveStatus("; ".join(parts))
 
     def _on_get_credentials_action(self, event: ops.ActionEvent) -> None:
@@ -164,6 +168,8 @@ class GarmCharm(ops.CharmBase):
         """Bring the workload and GARM to the desired state, in the spec's order."""
         if self.unit.is_leader():
             secrets_store.ensure_owned_secrets(self.app, self.model)
+        # Relation data only: every unit publishes its ingress address, leader or not.
+        ingress.publish_ingress_request(self)
         container = self.unit.get_container(workload.CONTAINER_NAME)
         if not container.can_connect():
             self._status = ops.WaitingStatus(WAITING_PEBBLE)
@@ -181,7 +187,6 @@ class GarmCharm(ops.CharmBase):
             self._status = ops.WaitingStatus(WAITING_STORAGE)
             return
         database.request_database(self)
-        ingress.publish_ingress_request(self)
         db = self._database_config(container)
         if db is None:
             self._status = ops.WaitingStatus(WAITING_DATABASE)
@@ -190,6 +195,9 @@ class GarmCharm(ops.CharmBase):
         self._problems = describe_problems(state.problems)
         stored, record = provider_record.load_record(self.model)
         providers = provider_record.merge(record, state.providers)
+        # Stored before it is published: whatever this hook does next, GARM never runs with a
+        # provider the record could forget.
+        stored = provider_record.save_record(self.app, self.model, stored, providers)
         self._apply_workload(container, owned, db, providers)
         live = self._sync_garm(state, owned.admin)
         if live is not None:

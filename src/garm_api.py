@@ -17,7 +17,7 @@ from datetime import datetime
 from typing import Any, TypeVar
 
 import httpx
-from pydantic import BaseModel, ConfigDict, Field, TypeAdapter
+from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, ValidationError
 
 GARM_API_URL = "http://127.0.0.1:8080/api/v1"
 HTTP_TIMEOUT = 30.0
@@ -339,7 +339,7 @@ class GarmClient:
 
     def get_controller(self) -> ControllerInfo:
         """Return the controller information, including its URLs."""
-        return ControllerInfo.model_validate(self._call("GET", "/controller"))
+        return _parse(ControllerInfo, self._call("GET", "/controller"))
 
     def update_controller(
         self, *, metadata_url: str, callback_url: str, webhook_url: str, agent_url: str
@@ -351,7 +351,7 @@ class GarmClient:
             "webhook_url": webhook_url,
             "agent_url": agent_url,
         }
-        return ControllerInfo.model_validate(self._call("PUT", "/controller", body))
+        return _parse(ControllerInfo, self._call("PUT", "/controller", body))
 
     # --- providers and credentials ----------------------------------------------------------
 
@@ -365,12 +365,12 @@ class GarmClient:
 
     def create_credential(self, params: CreateCredentialParams) -> Credential:
         """Create GitHub App credentials."""
-        return Credential.model_validate(self._call("POST", "/github/credentials", params.wire()))
+        return _parse(Credential, self._call("POST", "/github/credentials", params.wire()))
 
     def update_credential(self, credential_id: int, params: UpdateCredentialParams) -> Credential:
         """Update GitHub credentials in place."""
         path = f"/github/credentials/{credential_id}"
-        return Credential.model_validate(self._call("PUT", path, params.wire()))
+        return _parse(Credential, self._call("PUT", path, params.wire()))
 
     def delete_credential(self, credential_id: int) -> None:
         """Delete GitHub credentials (GARM refuses while an entity uses them)."""
@@ -392,12 +392,12 @@ class GarmClient:
             "credentials_name": credentials_name,
             "webhook_secret": webhook_secret,
         }
-        return Organization.model_validate(self._call("POST", "/organizations", body))
+        return _parse(Organization, self._call("POST", "/organizations", body))
 
     def update_organization(self, org_id: str, credentials_name: str) -> Organization:
         """Point an organisation at other credentials."""
         body = {"credentials_name": credentials_name}
-        return Organization.model_validate(self._call("PUT", f"/organizations/{org_id}", body))
+        return _parse(Organization, self._call("PUT", f"/organizations/{org_id}", body))
 
     def delete_organization(self, org_id: str) -> None:
         """Delete an organisation (GARM refuses while scale sets use it)."""
@@ -417,12 +417,12 @@ class GarmClient:
             "credentials_name": credentials_name,
             "webhook_secret": webhook_secret,
         }
-        return Repository.model_validate(self._call("POST", "/repositories", body))
+        return _parse(Repository, self._call("POST", "/repositories", body))
 
     def update_repository(self, repo_id: str, credentials_name: str) -> Repository:
         """Point a repository at other credentials."""
         body = {"credentials_name": credentials_name}
-        return Repository.model_validate(self._call("PUT", f"/repositories/{repo_id}", body))
+        return _parse(Repository, self._call("PUT", f"/repositories/{repo_id}", body))
 
     def delete_repository(self, repo_id: str) -> None:
         """Delete a repository (GARM refuses while scale sets use it)."""
@@ -437,17 +437,17 @@ class GarmClient:
     def create_org_scaleset(self, org_id: str, params: CreateScaleSetParams) -> ScaleSet:
         """Create a scale set on an organisation and return it as GARM stored it."""
         path = f"/organizations/{org_id}/scalesets"
-        return ScaleSet.model_validate(self._call("POST", path, params.wire()))
+        return _parse(ScaleSet, self._call("POST", path, params.wire()))
 
     def create_repo_scaleset(self, repo_id: str, params: CreateScaleSetParams) -> ScaleSet:
         """Create a scale set on a repository and return it as GARM stored it."""
         path = f"/repositories/{repo_id}/scalesets"
-        return ScaleSet.model_validate(self._call("POST", path, params.wire()))
+        return _parse(ScaleSet, self._call("POST", path, params.wire()))
 
     def update_scaleset(self, scaleset_id: int, params: UpdateScaleSetParams) -> ScaleSet:
         """Update the fields set in ``params``."""
         path = f"/scalesets/{scaleset_id}"
-        return ScaleSet.model_validate(self._call("PUT", path, params.wire()))
+        return _parse(ScaleSet, self._call("PUT", path, params.wire()))
 
     def delete_scaleset(self, scaleset_id: int) -> None:
         """Delete a scale set (GARM refuses while it is enabled or lists instances)."""
@@ -475,16 +475,16 @@ class GarmClient:
 
     def get_template(self, template_id: int) -> Template:
         """Fetch one template with its body."""
-        return Template.model_validate(self._call("GET", f"/templates/{template_id}"))
+        return _parse(Template, self._call("GET", f"/templates/{template_id}"))
 
     def create_template(self, params: CreateTemplateParams) -> Template:
         """Create a template."""
-        return Template.model_validate(self._call("POST", "/templates", params.wire()))
+        return _parse(Template, self._call("POST", "/templates", params.wire()))
 
     def update_template(self, template_id: int, data: str) -> Template:
         """Replace a template's body (base64) in place, keeping its id."""
         path = f"/templates/{template_id}"
-        return Template.model_validate(self._call("PUT", path, {"data": data}))
+        return _parse(Template, self._call("PUT", path, {"data": data}))
 
     def delete_template(self, template_id: int) -> None:
         """Delete a template."""
@@ -496,7 +496,10 @@ class GarmClient:
         data = self._call("GET", path, params=params)
         if data is None:
             return []
-        return TypeAdapter(list[model]).validate_python(data)
+        try:
+            return TypeAdapter(list[model]).validate_python(data)
+        except ValidationError as exc:
+            raise GarmApiError(f"GARM answered {path} with an unexpected shape") from exc
 
     def _call(
         self,
@@ -509,7 +512,13 @@ class GarmClient:
     ) -> Any:
         response = self._send(method, path, body, params=params, authenticated=authenticated)
         if response.is_success:
-            return response.json() if response.content else None
+            try:
+                return response.json() if response.content else None
+            except ValueError as exc:
+                raise GarmApiError(
+                    f"GARM answered {method} {path} with a body that is not JSON",
+                    status=response.status_code,
+                ) from exc
         error, details = _error_fields(response)
         raise _api_error(response.status_code, error, details)
 
@@ -532,6 +541,14 @@ class GarmClient:
             raise GarmConnectionError(
                 f"cannot reach GARM ({type(exc).__name__}) on {method} {path}"
             ) from exc
+
+
+def _parse(model: type[_M], data: Any) -> _M:
+    """Validate one GARM answer; a shape GARM should never send is a GARM error."""
+    try:
+        return model.model_validate(data)
+    except ValidationError as exc:
+        raise GarmApiError(f"GARM sent an unexpected {model.__name__}") from exc
 
 
 def _field(data: Any, key: str) -> object:

@@ -143,11 +143,15 @@ def save_record(
     model: ops.Model,
     stored: str | None,
     providers: Sequence[ProviderConfig],
-) -> None:
-    """Write the record if its canonical text changed, and drop the superseded revision."""
+) -> str:
+    """Write the record if its canonical text changed, and drop an obsolete revision.
+
+    Returns:
+        The canonical text now stored.
+    """
     text = canonical_json(providers)
     if text == stored:
-        return
+        return text
     if stored is None:
         app.add_secret(
             {_RECORD_KEY: text},
@@ -155,21 +159,29 @@ def save_record(
             description="OpenStack providers GARM must keep loaded",
         )
         logger.info("Created the provider record with %d provider(s)", len(providers))
-        return
+        return text
     secret = model.get_secret(label=PROVIDER_RECORD_LABEL)
+    current = secret.get_info().revision
     secret.set_content({_RECORD_KEY: text})
     logger.info("Updated the provider record: %d provider(s)", len(providers))
-    _remove_superseded_revision(secret)
+    _remove_obsolete_revision(secret, current - 1)
+    return text
 
 
-def _remove_superseded_revision(secret: ops.Secret) -> None:
+def _remove_obsolete_revision(secret: ops.Secret, revision: int) -> None:
+    """Remove the revision before the one just replaced.
+
+    Juju commits ``secret-set`` when the hook ends, so the revision just replaced is still the
+    latest during this hook and cannot be removed yet; Juju announces it with a
+    ``secret-remove`` event once nothing tracks it, and the charm removes it then. Here the
+    charm only clears the one before it, in case that event was missed.
+    """
+    if revision < 1:
+        return
     try:
-        previous = secret.get_info().revision - 1
-        if previous > 0:
-            # Move the owner's own view to the newest revision first, so the superseded one
-            # is tracked by nobody when it is removed.
-            secret.get_content(refresh=True)
-            secret.remove_revision(previous)
+        # The owner moves its own view to the newest revision, so the old one is unused.
+        secret.get_content(refresh=True)
+        secret.remove_revision(revision)
     except ops.ModelError:
         # Housekeeping only: a revision left behind costs storage, not correctness.
-        logger.debug("Could not remove the superseded provider record revision")
+        logger.debug("Could not remove provider record revision %d", revision)

@@ -224,6 +224,7 @@ def build_layer(environment: Mapping[str, str]) -> ops.pebble.LayerDict:
     check: ops.pebble.CheckDict = {
         "override": "replace",
         "level": "alive",
+        "startup": "enabled",
         "period": "30s",
         "http": {"url": METRICS_URL},
     }
@@ -269,14 +270,24 @@ def apply_workload(container: ops.Container, layer: ops.pebble.LayerDict, entryp
 
 
 def _plan_matches(plan: ops.pebble.Plan, layer: ops.pebble.LayerDict) -> bool:
+    """Tell whether the plan already holds every value the layer sets.
+
+    Only the keys the layer sets are compared: Pebble fills in defaults (a check's
+    ``threshold``, for one) when it combines layers, and those must not read as a change.
+    """
     wanted = ops.pebble.Layer(layer)
-    for name, service in wanted.services.items():
-        current = plan.services.get(name)
-        if current is None or current.to_dict() != service.to_dict():
+    pairs = [
+        *(
+            (service.to_dict(), plan.services.get(name))
+            for name, service in wanted.services.items()
+        ),
+        *((check.to_dict(), plan.checks.get(name)) for name, check in wanted.checks.items()),
+    ]
+    for want, current in pairs:
+        if current is None:
             return False
-    for name, check in wanted.checks.items():
-        current = plan.checks.get(name)
-        if current is None or current.to_dict() != check.to_dict():
+        have: Mapping[str, object] = current.to_dict()
+        if any(have.get(key) != value for key, value in want.items()):
             return False
     return True
 
@@ -291,10 +302,13 @@ def stand_by(container: ops.Container) -> None:
     if SERVICE_NAME not in plan.services:
         return
     if plan.services[SERVICE_NAME].startup != "disabled":
+        # The liveness check goes too: a failing alive check would get the pod restarted.
         override: ops.pebble.LayerDict = {
-            "services": {SERVICE_NAME: {"override": "merge", "startup": "disabled"}}
+            "services": {SERVICE_NAME: {"override": "merge", "startup": "disabled"}},
+            "checks": {CHECK_NAME: {"override": "merge", "startup": "disabled"}},
         }
         container.add_layer(LAYER_LABEL, override, combine=True)
+        container.stop_checks(CHECK_NAME)
     if container.get_service(SERVICE_NAME).is_running():
         container.stop(SERVICE_NAME)
 

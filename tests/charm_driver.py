@@ -182,11 +182,12 @@ class CharmDriver:
         current = self.state.get_relation(relation.id)
         assert isinstance(current, testing.Relation)
         for unit in sorted(current.remote_units_data):
-            self.run(self.ctx.on.relation_departed(current, remote_unit=unit, departing_unit=unit))
+            # As in Juju, the departing unit is already gone from the relation in its hook.
             remaining = {n: d for n, d in current.remote_units_data.items() if n != unit}
             current = dataclasses.replace(current, remote_units_data=remaining)
             others = {r for r in self.state.relations if r.id != relation.id}
             self.state = dataclasses.replace(self.state, relations={*others, current})
+            self.run(self.ctx.on.relation_departed(current, remote_unit=unit, departing_unit=unit))
         self.run(self.ctx.on.relation_broken(current))
         others = {r for r in self.state.relations if r.id != relation.id}
         self.state = dataclasses.replace(self.state, relations=others)

@@ -121,7 +121,10 @@ def tell(story: Story) -> None:
     story.expect("status is Active", state.unit_status == ops.ActiveStatus())
     story.expect("both providers loaded by GARM", garm.providers == ["cfg-a-0", "cfg-b-0"])
     story.expect("two scale sets created", len(garm.scalesets()) == 2)
-    story.expect("two credentials and two organisations", len(garm.organizations()) == 2)
+    story.expect(
+        "two credentials and two organisations",
+        len(garm.credentials()) == 2 and len(garm.organizations()) == 2,
+    )
 
     story.step("GARM's clock advances: runners come up idle")
     garm.advance(TICK)

@@ -376,8 +376,6 @@ def test_label_change_by_replacement(driver: CharmDriver, garm: GarmEmulator):
     for _ in range(4):
         garm.advance(timedelta(seconds=30))
     out = driver.run(driver.ctx.on.update_status())
-    if out.unit_status.message == "cfg-a-runners: awaiting deletion":
-        out = driver.run(driver.ctx.on.update_status())
     assert out.unit_status == ops.ActiveStatus()
     assert live_names(garm) == ["cfg-a-runners-" + _hash(["linux", "x64", "noble"])]
 
@@ -562,3 +560,41 @@ def test_debug_ssh_joined_changed_departed_updates_charmed_template(
     driver.remove_relation(relation)
     assert garm.template_body("github_linux_charmed") == base
     assert garm.template_by_name("github_linux_charmed")["id"] == charmed_id
+
+
+def test_pebble_defaults_in_the_plan_do_not_read_as_a_change(driver: CharmDriver):
+    out = deploy(driver)
+    container = out.get_container("garm")
+    # Real Pebble fills in defaults when it combines layers; the charm must not replan for them.
+    layer = workload.build_layer(planned_env(out))
+    layer["checks"]["garm-alive"]["threshold"] = 3
+    layer["services"]["garm"]["backoff-limit"] = "30s"
+    defaulted = dataclasses.replace(
+        container,
+        layers={"garm": ops.pebble.Layer(layer)},
+        service_statuses={"garm": ops.pebble.ServiceStatus.INACTIVE},
+    )
+    driver.state = dataclasses.replace(out, containers={defaulted})
+    replans = driver.replans
+    after = driver.run(driver.ctx.on.update_status())
+    assert driver.replans == replans
+    assert (
+        after.get_container("garm").service_statuses["garm"] == ops.pebble.ServiceStatus.INACTIVE
+    )
+
+
+def test_standby_disables_service_and_liveness_check(driver: CharmDriver):
+    out = deploy(driver)
+    driver.state = dataclasses.replace(out, leader=False)
+    standby = driver.run(driver.ctx.on.update_status())
+    plan = standby.get_container("garm").plan
+    assert plan.services["garm"].startup == "disabled"
+    assert plan.checks["garm-alive"].startup == ops.pebble.CheckStartup.DISABLED
+
+
+def test_actions_leave_the_status_alone(driver: CharmDriver):
+    out = deploy(driver)
+    assert out.unit_status == ops.WaitingStatus("Waiting for garm-configurator relation")
+    after = driver.ctx.run(driver.ctx.on.action("get-credentials"), out)
+    assert after.unit_status == out.unit_status
+    assert after.app_status == out.app_status

@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import base64
+import http.server
 import socket
+import threading
 import types
 
 import httpx
@@ -471,3 +473,32 @@ def test_injected_failure_maps_status(ready_emulator: GarmEmulator, client: Garm
     with pytest.raises(GarmNotFoundError) as err:
         client.list_templates()
     assert (err.value.error, err.value.details) == ("Not Found", "gone")
+
+
+class _BrokenGarm(http.server.BaseHTTPRequestHandler):
+    """Answers 200 with bodies GARM never sends: not JSON, or the wrong field types."""
+
+    def do_GET(self) -> None:
+        body = b"<html>proxy error</html>" if "controller" in self.path else b'[{"id": "x"}]'
+        self.send_response(200)
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+
+    def log_message(self, *_args: object) -> None:
+        return
+
+
+def test_answers_garm_cannot_send_are_garm_errors() -> None:
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), _BrokenGarm)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        with GarmClient(f"http://127.0.0.1:{server.server_address[1]}/api/v1") as broken:
+            with pytest.raises(GarmApiError, match="not JSON"):
+                broken.get_controller()
+            with pytest.raises(GarmApiError, match="unexpected shape"):
+                broken.list_scalesets()
+    finally:
+        server.shutdown()
+        server.server_close()

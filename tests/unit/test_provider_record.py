@@ -108,17 +108,26 @@ def record_secret(state: testing.State) -> testing.Secret:
     return next(s for s in state.secrets if s.label == "garm-providers")
 
 
-def test_record_written_once_and_superseded_revision_removed(garm: GarmEmulator, tmp_path: Path):
+def record_units(state: testing.State) -> list[str]:
+    secret = record_secret(state)
+    content = secret.latest_content or secret.tracked_content
+    return [p["unit_name"] for p in json.loads(content["providers"])]
+
+
+def test_record_updates_remove_the_revision_before_the_replaced_one(
+    garm: GarmEmulator, tmp_path: Path
+):
     driver = CharmDriver(garm, base_state(tmp_path))
-    driver.run(driver.ctx.on.install())
-    a = configurator("cfg-a", relation_id=1)
-    out = driver.add_configurator(a)
-    assert json.loads(record_secret(out).tracked_content["providers"])[0]["unit_name"] == "cfg-a-0"
+    out = driver.run(driver.ctx.on.install())
+    assert record_units(out) == []  # revision 1, written before anything is published
+    out = driver.add_configurator(configurator("cfg-a", relation_id=1))
+    assert record_units(out) == ["cfg-a-0"]  # revision 2
+    # Revision 1 is the one just replaced: Juju announces it with secret-remove later.
+    assert driver.ctx.removed_secret_revisions == []
     b = configurator("cfg-b", relation_id=2, labels="jammy", org="org-b", app_id="7")
     out = driver.add_configurator(b)
-    units = [p["unit_name"] for p in json.loads(record_secret(out).latest_content["providers"])]
-    assert units == ["cfg-a-0", "cfg-b-0"]
-    assert driver.ctx.removed_secret_revisions
+    assert record_units(out) == ["cfg-a-0", "cfg-b-0"]  # revision 3
+    assert driver.ctx.removed_secret_revisions == [1]
 
 
 def test_unreadable_record_fails_the_hook(garm: GarmEmulator, tmp_path: Path):
@@ -157,7 +166,34 @@ def test_scaleset_without_provider_does_not_block_trim(garm: GarmEmulator, tmp_p
     out = driver.run(driver.ctx.on.install())
     content = record_secret(out).latest_content or record_secret(out).tracked_content
     assert json.loads(content["providers"]) == []
-    out = dataclasses.replace(out)
     assert planned_providers(out) == ["gone-0"]  # the trim reaches GARM at the next replan
     out = driver.run(driver.ctx.on.update_status())
     assert planned_providers(out) == []
+
+
+@pytest.mark.parametrize("blind", ["sync-failed", "unpublished-relation"])
+def test_pass_that_did_not_observe_garm_trims_nothing(
+    garm: GarmEmulator, tmp_path: Path, blind: str
+):
+    stored = testing.Secret(
+        tracked_content={"providers": provider_record.canonical_json([provider("gone-0")])},
+        label="garm-providers",
+        owner="app",
+    )
+    driver = CharmDriver(garm, base_state(tmp_path, secrets={stored}))
+    cfg = configurator("cfg-a", relation_id=1)
+    empty = testing.Relation("garm-configurator", remote_app_name="cfg-new", id=9)
+    if blind == "sync-failed":
+        garm.fail_next("GET", r"/scalesets", 500, count=10)
+    else:
+        driver.state = dataclasses.replace(driver.state, relations={empty})
+    out = driver.add_configurator(cfg)
+    assert record_units(out) == ["cfg-a-0", "gone-0"]
+    assert "gone-0" in planned_providers(out)
+    # Once GARM is observed again, nothing names gone-0 any more and it is trimmed.
+    garm.clear_faults()
+    driver.state = dataclasses.replace(
+        driver.state, relations={r for r in driver.state.relations if r.id != 9}
+    )
+    out = driver.run(driver.ctx.on.update_status())
+    assert record_units(out) == ["cfg-a-0"]

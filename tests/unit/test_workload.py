@@ -167,6 +167,7 @@ def test_layer_shape() -> None:
             "garm-alive": {
                 "override": "replace",
                 "level": "alive",
+                "startup": "enabled",
                 "period": "30s",
                 "http": {"url": "http://127.0.0.1:8080/metrics"},
             }
