@@ -779,41 +779,35 @@ class _Pass:
     ) -> None:
         force = self._is_delete_stuck(instance)
         logger.info("Removing runner %r of scaleset %r (force=%s)", runner, scaleset_name, force)
-        try:
-            self.client.delete_instance(runner, force_remove=force)
-        except GarmNotFoundError:
-            logger.info("Runner %r is already gone", runner)
-        except GarmUnauthorizedError:
-            logger.warning(
-                "GitHub rejected deregistering runner %r; removing it from GARM anyway, it may "
-                "stay registered in GitHub",
-                runner,
-            )
-            self._delete_runner_bypassing_github(runner, force, refused_level)
-        except GarmApiError as exc:
-            logger.log(
-                max(refused_level, logging.WARNING),
-                "Failed to remove runner %r; will retry: %s",
-                runner,
-                exc,
-            )
+        if self._try_delete_runner(runner, force, refused_level, bypass_github=False):
+            return
+        logger.warning(
+            "GitHub rejected deregistering runner %r; removing it from GARM anyway, it may "
+            "stay registered in GitHub",
+            runner,
+        )
+        self._try_delete_runner(runner, force, refused_level, bypass_github=True)
 
-    def _delete_runner_bypassing_github(
-        self, runner: str, force: bool, refused_level: int
-    ) -> None:
+    def _try_delete_runner(
+        self, runner: str, force: bool, refused_level: int, *, bypass_github: bool
+    ) -> bool:
+        """Ask GARM to remove a runner; False only when GitHub refused and no bypass was asked."""
         try:
             self.client.delete_instance(
-                runner, force_remove=force, bypass_github_unauthorized=True
+                runner, force_remove=force, bypass_github_unauthorized=bypass_github
             )
         except GarmNotFoundError:
             logger.info("Runner %r is already gone", runner)
         except GarmApiError as exc:
+            if isinstance(exc, GarmUnauthorizedError) and not bypass_github:
+                return False
             logger.log(
                 max(refused_level, logging.WARNING),
                 "Failed to remove runner %r; will retry: %s",
                 runner,
                 exc,
             )
+        return True
 
 
 # --- scaleset-status action (read-only) ------------------------------------------------------
