@@ -197,6 +197,45 @@ def test_changed_proxy_restarts(driver: CharmDriver, monkeypatch: pytest.MonkeyP
     assert "HTTP_PROXY" not in planned_env(cleared)
 
 
+def _stop_garm(driver: CharmDriver) -> None:
+    container = driver.state.get_container("garm")
+    stopped = dataclasses.replace(
+        container, service_statuses={"garm": ops.pebble.ServiceStatus.INACTIVE}
+    )
+    driver.state = dataclasses.replace(driver.state, containers={stopped})
+
+
+def _garm_running(state: testing.State) -> bool:
+    status = state.get_container("garm").service_statuses["garm"]
+    return status == ops.pebble.ServiceStatus.ACTIVE
+
+
+def test_changed_provider_restarts_garm(driver: CharmDriver):
+    deploy(driver)
+    cfg = configurator("cfg-a", relation_id=1)
+    driver.add_configurator(cfg)
+    _stop_garm(driver)
+    unchanged = driver.run(driver.ctx.on.update_status())
+    assert not _garm_running(unchanged)
+    out = driver.change_relation(cfg.relation, openstack_region_name="RegionTwo")
+    assert _garm_running(out)
+    assert '"region_name":"RegionTwo"' in planned_env(out)["GARM_PROVIDERS_JSON"]
+
+
+def test_changed_database_restarts_garm(driver: CharmDriver):
+    deploy(driver)
+    _stop_garm(driver)
+    relation = testing.Relation(
+        "postgresql",
+        id=30,
+        remote_app_data={"endpoints": "pg:5432", "username": "u", "password": "p"},
+    )
+    driver.state = dataclasses.replace(driver.state, relations={relation})
+    out = driver.run(driver.ctx.on.relation_changed(relation))
+    assert _garm_running(out)
+    assert planned_env(out)["GARM_DB_BACKEND"] == "postgresql"
+
+
 def test_ingress_url_becomes_controller_base(driver: CharmDriver, garm: GarmEmulator):
     deploy(driver)
     for url in ("https://garm.example.com/", "https://garm.example.com"):
