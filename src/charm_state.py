@@ -376,11 +376,11 @@ def parse_configurator_units(
     """Parse the garm-configurator unit databags into desired state (spec 7.3-7.6).
 
     A unit whose databag fails the JSON schema contributes nothing this pass: no provider,
-    credential, entity or scale set. Its scale set is then absent from the desired set and is
-    drained as an orphan, exactly like a spec skipped for a missing field. Its provider stays
-    available because the provider record keeps earlier entries (the caller's job). Other bad
-    input (missing fields, bad numbers, unreadable secrets) skips only what depends on it. Every
-    skip is logged as a warning and reported in ``problems``; no value is ever logged.
+    credential, entity or scale set. Other bad input (missing fields, bad numbers, unreadable
+    secrets) skips only what depends on it. Every skip is logged as a warning and reported in
+    ``problems``; no value is ever logged. Any problem turns pruning off for the pass
+    (``CharmState.prune``), so what a skipped unit described before is held, not deleted; its
+    provider stays because the provider record keeps earlier entries (the caller's job).
 
     Scale set specs carry ``template_id=0``; the caller fills in the charmed template id once
     that template exists in GARM.
