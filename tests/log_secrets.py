@@ -6,7 +6,10 @@ registered value. Register test-data secrets at import time, generated ones as t
 
 from __future__ import annotations
 
-import pytest
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:  # the simulation imports this module without pytest installed
+    import pytest
 
 SECRET_VALUES: set[str] = set()
 
