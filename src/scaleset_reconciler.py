@@ -177,6 +177,17 @@ def _as_utc(moment: datetime) -> datetime:
     return moment.replace(tzinfo=UTC) if moment.tzinfo is None else moment
 
 
+def _known_time(moment: datetime | None) -> datetime | None:
+    """Return the timestamp in UTC, or None when GARM does not know it.
+
+    Go never omits a ``time.Time``: an unset one arrives as year 1 and must read as unknown,
+    never as "older than any deadline".
+    """
+    if moment is None or moment.year <= 1:
+        return None
+    return _as_utc(moment)
+
+
 def _sorted_tags(scaleset: ScaleSet) -> list[str]:
     return sorted(tag.name for tag in scaleset.tags or [] if tag.name)
 
@@ -650,9 +661,10 @@ class _Pass:
 
     def _drain_deadline_passed(self, old: ScaleSet) -> bool:
         # A disabled predecessor is never rewritten, so updated_at is when it was disabled.
-        if old.updated_at is None:
+        disabled_at = _known_time(old.updated_at)
+        if disabled_at is None:
             return False
-        return self.clock() - _as_utc(old.updated_at) > DRAIN_DEADLINE
+        return self.clock() - disabled_at > DRAIN_DEADLINE
 
     def _delete_drained(self, old: ScaleSet) -> bool:
         if old.id is None:
@@ -752,9 +764,10 @@ class _Pass:
 
     def _is_stale(self, moment: datetime | None) -> bool:
         # An unknown age never reads as expired.
-        if moment is None:
+        known = _known_time(moment)
+        if known is None:
             return False
-        return self.clock() - _as_utc(moment) > MAX_JOB_RUNTIME
+        return self.clock() - known > MAX_JOB_RUNTIME
 
     def _is_running_job(self, instance: Instance) -> bool:
         runner_status = (instance.runner_status or "").lower()
@@ -801,8 +814,10 @@ class _Pass:
         except GarmApiError as exc:
             if isinstance(exc, GarmUnauthorizedError) and not bypass_github:
                 return False
+            # Past the deadline a refusal is an error; an outage stays a warning.
+            refused = not isinstance(exc, GarmConnectionError)
             logger.log(
-                max(refused_level, logging.WARNING),
+                max(refused_level if refused else logging.WARNING, logging.WARNING),
                 "Failed to remove runner %r; will retry: %s",
                 runner,
                 exc,

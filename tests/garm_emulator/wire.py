@@ -389,7 +389,9 @@ def go_time(moment: datetime | None) -> str:
     """Render a timestamp the way Go's ``time.Time`` marshals a UTC time (RFC 3339, ``Z``)."""
     if moment is None:
         return ZERO_TIME
-    text = moment.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%S")
+    utc = moment.astimezone(UTC) if moment.year > 1 else moment.replace(tzinfo=UTC)
+    # Go pads the year to four digits; strftime("%Y") does not on every platform (year 1).
+    text = f"{utc.year:04d}-" + utc.strftime("%m-%dT%H:%M:%S")
     if moment.microsecond:
         text += "." + f"{moment.microsecond:06d}".rstrip("0")
     return text + "Z"

@@ -9,7 +9,7 @@ import logging
 import re
 from collections.abc import Iterator
 from dataclasses import replace
-from datetime import timedelta
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import pytest
@@ -937,6 +937,51 @@ def test_orphan_busy_runner_is_left_unless_stale(
     assert sorted(r.path for r in calls(garm, "DELETE", r"/instances/.*")) == sorted(
         [f"/instances/{busy}", f"/instances/{queued}"]
     )
+
+
+def test_active_runner_without_a_job_is_left(
+    garm: GarmEmulator, reconciler: ScalesetReconciler
+) -> None:
+    # Scale-set runners can report "active" before GARM has recorded their job.
+    garm.add_scaleset("gone-0000aaaa", org=ORG)
+    garm.add_instance("gone-0000aaaa", "running", "active")
+    reconciler.reconcile([])
+    assert calls(garm, "DELETE", r"/instances/.*") == []
+    assert "gone-0000aaaa" in names(garm)
+
+
+def test_go_zero_timestamps_never_read_as_expired(
+    garm: GarmEmulator, reconciler: ScalesetReconciler
+) -> None:
+    # Go always sends a time.Time; an unset one is year 1, which is unknown, not ancient.
+    zero = datetime(1, 1, 1, tzinfo=UTC)
+    garm.add_scaleset("gone-0000aaaa", org=ORG)
+    busy = garm.add_instance("gone-0000aaaa", "running", "active", updated_at=zero)["name"]
+    queued = garm.add_instance("gone-0000aaaa")["name"]
+    with garm.state.lock:
+        garm.state.set_job(garm.state.instances[queued], "in_progress")
+        job = garm.state.instances[queued].job
+        assert job is not None
+        job["updated_at"] = zero
+    reconciler.reconcile([])
+    assert calls(garm, "DELETE", r"/instances/.*") == []
+    assert {i["name"] for i in garm.instances("gone-0000aaaa")} == {busy, queued}
+
+
+def test_predecessor_with_zero_updated_at_is_never_past_its_deadline(
+    garm: GarmEmulator, reconciler: ScalesetReconciler
+) -> None:
+    changed, (idle, _busy, _booting) = _predecessor_with_runners(
+        garm, reconciler, DRAIN_DEADLINE + timedelta(days=30)
+    )
+    with garm.state.lock:
+        row = garm.state.scaleset_by_name(LIVE)
+        assert row is not None
+        row.updated_at = datetime(1, 1, 1, tzinfo=UTC)
+    garm.clear_requests()
+    reconciler.reconcile([changed])
+    assert calls(garm, "DELETE", r"/instances/.*") == []
+    assert garm.instance(idle) is not None
 
 
 def test_runner_in_undeletable_status_is_left_in_place(
