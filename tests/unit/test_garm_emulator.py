@@ -299,7 +299,7 @@ def test_scaleset_update_uses_pointer_semantics(
         url,
         json={"extra_specs": {}, "template_id": 0, "runner_group": "grp", "max_runners": 5},
     ).json()
-    assert not cleared.get("extra_specs")  # GARM keeps and echoes the empty object
+    assert cleared.get("extra_specs") == {}  # GARM keeps and echoes the empty object
     assert "template_id" not in cleared  # 0 reverts to GARM's default
     assert cleared["github-runner-group"] == "grp"
     assert cleared["max_runners"] == 5
@@ -398,9 +398,19 @@ def test_references_block_deletes(api: httpx.Client, org: dict[str, Any]):
 
 
 def test_duplicate_credentials_and_templates_conflict(api: httpx.Client):
-    create_credential(api, "dup")
-    with pytest.raises(AssertionError):
-        create_credential(api, "dup")
+    first = create_credential(api, "dup")
+    again = api.post(
+        "/github/credentials",
+        json={
+            "name": "dup",
+            "description": "Managed by garm",
+            "endpoint": "github.com",
+            "auth_type": "app",
+            "app": {"app_id": 1, "installation_id": 2, "private_key_bytes": b64(b"PRIVATE")},
+        },
+    )
+    assert_error(again, 409, "Conflict")
+    assert [c["id"] for c in api.get("/github/credentials").json()] == [first["id"]]
     assert_error(
         api.post(
             "/github/credentials",

@@ -433,7 +433,7 @@ def test_extra_specs_update_is_base64_and_clearing_sends_empty_object(
     body = garm.writes()[-1].body
     assert body == {**_base_update(spec), "extra_specs": {}}
     # GARM keeps the raw JSON, so it lists an empty object back.
-    assert not garm.scaleset_by_name(LIVE).get("extra_specs")
+    assert garm.scaleset_by_name(LIVE).get("extra_specs") == {}
     garm.clear_requests()
     reconciler.reconcile([spec])
     assert garm.writes() == []
@@ -667,7 +667,10 @@ def test_label_revert_mid_drain_reenables_the_old_generation(
     assert [p.retiring_name for p in next_pass.progress] == [NEW_LIVE]
     assert next_pass.progress[0].handover is Handover.DONE
     assert row(garm, NEW_LIVE).enabled is False
-    assert names(garm) <= {LIVE, NEW_LIVE}
+    assert names(garm) == {LIVE, NEW_LIVE}
+    # The newer generation never got a runner: the pass after it is disabled deletes it.
+    assert reconciler.reconcile([spec]).progress == []
+    assert names(garm) == {LIVE}
 
 
 def test_two_label_changes_mid_drain_retire_both(
@@ -1032,12 +1035,20 @@ def test_github_unauthorized_runner_delete_is_retried_with_bypass(
     assert any("GitHub" in r.getMessage() for r in caplog.records)
 
 
-def test_runner_already_gone_is_fine(garm: GarmEmulator, reconciler: ScalesetReconciler) -> None:
+def test_runner_already_gone_is_fine(
+    garm: GarmEmulator, reconciler: ScalesetReconciler, caplog: pytest.LogCaptureFixture
+) -> None:
     garm.add_scaleset("gone-0000aaaa", org=ORG)
     runner = garm.add_instance("gone-0000aaaa")["name"]
     garm.fail_next("DELETE", rf"/instances/{runner}", 404)
-    result = reconciler.reconcile([])
+    with caplog.at_level(logging.INFO):
+        result = reconciler.reconcile([])
     assert {s.name for s in result.live} == {"gone-0000aaaa"}
+    gone = [r for r in caplog.records if "already gone" in r.getMessage()]
+    assert [r.levelno for r in gone] == [logging.INFO]
+    assert not [
+        r for r in caplog.records if r.levelno >= logging.WARNING and runner in r.getMessage()
+    ]
 
 
 def test_template_outlives_a_failed_scaleset_delete(
