@@ -851,7 +851,10 @@ class GarmState:
             self.insert_instance(row)
 
     def _scale_down(self, row: ScaleSetRow) -> None:
-        target = min(row.min_idle_runners, row.max_runners) if row.enabled else 0
+        # GARM reaps idle runners above the scale set's idle target, enabled or not: disabling
+        # alone stops new runners, but only zeroed counts (what the charm sends when it
+        # retires or sweeps a scale set) let the idle ones go. Job demand is not modelled.
+        target = min(row.min_idle_runners, row.max_runners)
         idle = [
             i
             for i in self.scaleset_instances(row.id)

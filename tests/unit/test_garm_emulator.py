@@ -571,8 +571,17 @@ def test_busy_runner_job_shape_and_finish(ready_emulator: GarmEmulator):
     assert ready_emulator.instance(runner) is None
 
 
-def test_disabling_removes_idle_runners_over_two_ticks(ready_emulator: GarmEmulator):
+def test_disabled_scaleset_keeps_its_idle_target(ready_emulator: GarmEmulator):
+    # Disabling stops new runners only; the idle target still holds the runners it covers.
     ready_emulator.add_scaleset("ss", min_idle_runners=1, max_runners=2, enabled=False)
+    ready_emulator.add_instance("ss")
+    ready_emulator.advance()
+    ready_emulator.advance()
+    assert statuses(ready_emulator, "ss") == [("running", "idle")]
+
+
+def test_zeroed_counts_remove_idle_runners_over_two_ticks(ready_emulator: GarmEmulator):
+    ready_emulator.add_scaleset("ss", min_idle_runners=0, max_runners=2, enabled=False)
     ready_emulator.add_instance("ss")
     ready_emulator.advance()
     assert statuses(ready_emulator, "ss") == [("pending_delete", "idle")]
