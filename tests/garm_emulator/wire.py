@@ -492,7 +492,8 @@ def _decode_bytes(name: str, value: Any) -> bytes:
 
 
 def _decode_int(name: str, value: Any, unsigned: bool) -> int:
-    if isinstance(value, bool) or not isinstance(value, int | float) or value != int(value):
+    # Go refuses 2.0 for an integer field: JSON numbers with a fraction part are not integers.
+    if isinstance(value, bool) or not isinstance(value, int):
         raise DecodeError(f"{name}: expected an integer")
     if unsigned and value < 0:
         raise DecodeError(f"{name}: expected an unsigned integer")

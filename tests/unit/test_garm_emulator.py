@@ -316,6 +316,7 @@ def test_scaleset_update_rejects_wrong_json_types_and_unknown_templates(
     url = f"/scalesets/{create_scaleset(api, org)['id']}"
     assert_error(api.put(url, json={"enabled": "yes"}), 400, "Bad Request")
     assert_error(api.put(url, json={"max_runners": -1}), 400, "Bad Request")
+    assert_error(api.put(url, json={"max_runners": 2.0}), 400, "Bad Request")
     assert_error(api.put(url, json={"template_id": 999}), 404, "Not Found")
     assert_error(api.put(url, json={"min_idle_runners": 9}), 400, "Bad Request")
     assert_error(api.put("/scalesets/999", json={"enabled": True}), 404, "Not Found")
