@@ -815,9 +815,9 @@ class _Pass:
             if isinstance(exc, GarmUnauthorizedError) and not bypass_github:
                 return False
             # Past the deadline a refusal is an error; an outage stays a warning.
-            refused = not isinstance(exc, GarmConnectionError)
+            outage = isinstance(exc, GarmConnectionError)
             logger.log(
-                max(refused_level if refused else logging.WARNING, logging.WARNING),
+                logging.WARNING if outage else max(refused_level, logging.WARNING),
                 "Failed to remove runner %r; will retry: %s",
                 runner,
                 exc,
