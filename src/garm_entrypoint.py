@@ -12,9 +12,10 @@ with mode 0600, scrub the secret variables from the environment and exec ``garm`
 A validation failure prints one line on stderr naming the variable or field (never its value)
 and exits with code 2.
 
-Tests call :func:`main` with another configuration directory and GARM binary; the production
-path (``python3 garm_entrypoint.py``) always uses the fixed paths below, so no environment
-variable can redirect where files are written.
+Tests call :func:`main` with another :class:`Layout` (configuration directory, GARM and
+provider binaries, listen address); the production path (``python3 garm_entrypoint.py``)
+always uses :data:`PRODUCTION_LAYOUT`, so no environment variable can redirect where files are
+written or what is executed.
 """
 
 from __future__ import annotations
@@ -88,6 +89,9 @@ GARM_BINARY = "/usr/local/bin/garm"
 PROVIDER_BINARY = "/usr/local/bin/garm-provider-openstack"
 SQLITE_DB_FILE = "/var/lib/garm/garm.db"
 GARM_PORT = 8080
+# Inside the pod GARM must be reachable through the Kubernetes service, so it listens on every
+# interface; tests override this to stay on loopback.
+GARM_BIND_ADDRESS = "0.0.0.0"  # noqa: S104
 
 DIR_MODE = 0o700
 FILE_MODE = 0o600
@@ -96,6 +100,24 @@ EXIT_FAILED = 1
 
 _BARE_KEY = re.compile(r"[A-Za-z0-9_-]+")
 _SIMPLE_ESCAPES = {"\\": "\\\\", '"': '\\"', "\n": "\\n", "\t": "\\t", "\r": "\\r"}
+
+
+@dataclass(frozen=True)
+class Layout:
+    """Where the configuration goes, what is executed and where GARM listens.
+
+    Production always uses :data:`PRODUCTION_LAYOUT`; tests pass another one so that a real GARM
+    runs from a temporary directory, on loopback, with a stand-in provider.
+    """
+
+    config_dir: Path = CONFIG_DIR_PATH
+    garm_binary: str = GARM_BINARY
+    provider_binary: str = PROVIDER_BINARY
+    bind_address: str = GARM_BIND_ADDRESS
+    port: int = GARM_PORT
+
+
+PRODUCTION_LAYOUT = Layout()
 
 
 class EntrypointError(Exception):
@@ -373,12 +395,12 @@ def _proxy_table(proxies: Mapping[str, str]) -> dict[str, str]:
     return table
 
 
-def render_config(settings: Settings, config_dir: Path) -> str:
+def render_config(settings: Settings, layout: Layout) -> str:
     """Render GARM's ``config.toml``.
 
     Args:
         settings: the validated settings.
-        config_dir: the directory holding the provider files.
+        layout: the configuration directory, provider binary and listen address.
 
     Returns:
         The TOML text.
@@ -393,7 +415,7 @@ def render_config(settings: Settings, config_dir: Path) -> str:
         "logging": {"log_level": "info", "log_format": "text"},
         "metrics": {"enable": True, "disable_auth": True},
         "jwt_auth": {"secret": settings.jwt_secret, "time_to_live": "8760h"},
-        "apiserver": {"bind": "0.0.0.0", "port": GARM_PORT, "use_tls": False},  # noqa: S104
+        "apiserver": {"bind": layout.bind_address, "port": layout.port, "use_tls": False},
         "database": database,
     }
     proxy = _proxy_table(settings.proxies)
@@ -403,8 +425,8 @@ def render_config(settings: Settings, config_dir: Path) -> str:
     for provider in settings.providers:
         unit = provider["unit_name"]
         external: dict[str, Any] = {
-            "provider_executable": PROVIDER_BINARY,
-            "config_file": str(provider_file(config_dir, unit)),
+            "provider_executable": layout.provider_binary,
+            "config_file": str(provider_file(layout.config_dir, unit)),
         }
         if settings.proxies:
             external["environment_variables"] = list(settings.proxies)
@@ -495,15 +517,16 @@ def prepare_config_dir(config_dir: Path, providers: Sequence[Mapping[str, str]])
             path.unlink(missing_ok=True)
 
 
-def write_files(settings: Settings, config_dir: Path) -> Path:
+def write_files(settings: Settings, layout: Layout) -> Path:
     """Write the provider files and GARM's configuration; return the configuration path."""
+    config_dir = layout.config_dir
     prepare_config_dir(config_dir, settings.providers)
     for provider in settings.providers:
         unit = provider["unit_name"]
         write_private(clouds_file(config_dir, unit), render_clouds(provider))
         write_private(provider_file(config_dir, unit), render_provider(provider, config_dir))
     config_path = config_dir / CONFIG_FILE_NAME
-    write_private(config_path, render_config(settings, config_dir))
+    write_private(config_path, render_config(settings, layout))
     return config_path
 
 
@@ -519,16 +542,14 @@ def _error(message: str) -> None:
 def main(
     environ: MutableMapping[str, str] = os.environ,
     *,
-    config_dir: Path = CONFIG_DIR_PATH,
-    garm_binary: str = GARM_BINARY,
+    layout: Layout = PRODUCTION_LAYOUT,
     execv: Callable[[str, list[str]], object] = os.execv,
 ) -> int:
     """Render GARM's configuration and replace this process with GARM.
 
     Args:
         environ: the environment to read and scrub; ``os.execv`` passes ``os.environ`` on.
-        config_dir: where the configuration goes (tests only; production uses /etc/garm).
-        garm_binary: the GARM executable (tests only).
+        layout: paths and listen address (tests only; production uses the fixed layout).
         execv: the exec function (tests only).
 
     Returns:
@@ -541,16 +562,18 @@ def main(
         _error(str(exc))
         return EXIT_INVALID
     try:
-        config_path = write_files(settings, config_dir)
+        config_path = write_files(settings, layout)
     except OSError as exc:
-        _error(f"cannot write the GARM configuration in {config_dir}: {exc.strerror}")
+        _error(f"cannot write the GARM configuration in {layout.config_dir}: {exc.strerror}")
         return EXIT_FAILED
     for name in SECRET_ENV_VARS:
         environ.pop(name, None)
     try:
-        execv(garm_binary, ["garm", "-config", str(config_path)])
+        # GARM is a cobra CLI: only the double-dash flag is understood (older builds that used
+        # Go's flag package accept it too).
+        execv(layout.garm_binary, ["garm", "--config", str(config_path)])
     except OSError as exc:
-        _error(f"cannot execute {garm_binary}: {exc.strerror}")
+        _error(f"cannot execute {layout.garm_binary}: {exc.strerror}")
         return EXIT_FAILED
     return 0
 

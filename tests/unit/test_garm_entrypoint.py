@@ -19,6 +19,7 @@ from charm_state import ProviderConfig
 from garm_entrypoint import (
     PROVIDER_REQUIRED_FIELDS,
     SECRET_ENV_VARS,
+    Layout,
     main,
     toml_dumps,
 )
@@ -40,7 +41,8 @@ RUNNER = textwrap.dedent(
     from pathlib import Path
     sys.path.insert(0, sys.argv[1])
     import garm_entrypoint
-    sys.exit(garm_entrypoint.main(config_dir=Path(sys.argv[2]), garm_binary=sys.argv[3]))
+    layout = garm_entrypoint.Layout(config_dir=Path(sys.argv[2]), garm_binary=sys.argv[3])
+    sys.exit(garm_entrypoint.main(layout=layout))
     """
 )
 
@@ -166,7 +168,7 @@ def base_config(database: dict[str, Any]) -> dict[str, Any]:
 def test_sqlite_config_and_exec(workspace: Workspace) -> None:
     output = workspace.run_ok(sqlite_env())
 
-    assert output["argv"] == ["-config", str(workspace.config_path)]
+    assert output["argv"] == ["--config", str(workspace.config_path)]
     assert output["config"] == workspace.config_path.read_text(encoding="utf-8")
     expected = base_config(
         {
@@ -435,13 +437,14 @@ def test_main_execs_garm_with_scrubbed_environment(tmp_path: Path) -> None:
     def fake_execv(path: str, argv: list[str]) -> None:
         calls.append((path, argv, dict(environ)))
 
-    rc = main(environ, config_dir=tmp_path / "garm", garm_binary="/opt/garm", execv=fake_execv)
+    layout = Layout(config_dir=tmp_path / "garm", garm_binary="/opt/garm")
+    rc = main(environ, layout=layout, execv=fake_execv)
 
     assert rc == 0
     assert len(calls) == 1
     path, argv, seen = calls[0]
     assert path == "/opt/garm"
-    assert argv == ["garm", "-config", str(tmp_path / "garm" / "config.toml")]
+    assert argv == ["garm", "--config", str(tmp_path / "garm" / "config.toml")]
     assert not set(seen) & set(SECRET_ENV_VARS)
     assert seen["HTTPS_PROXY"] == "http://proxy:3128"
     assert seen["POSTGRESQL_DB_USERNAME"] == "relation-user"
@@ -459,11 +462,14 @@ def test_missing_garm_binary_is_reported(workspace: Workspace, tmp_path: Path) -
 
 
 def test_production_defaults_are_fixed_paths() -> None:
-    assert main.__kwdefaults__ == {
-        "config_dir": Path("/etc/garm"),
-        "garm_binary": "/usr/local/bin/garm",
-        "execv": os.execv,
-    }
+    assert main.__kwdefaults__ == {"layout": garm_entrypoint.PRODUCTION_LAYOUT, "execv": os.execv}
+    assert garm_entrypoint.PRODUCTION_LAYOUT == Layout(
+        config_dir=Path("/etc/garm"),
+        garm_binary="/usr/local/bin/garm",
+        provider_binary="/usr/local/bin/garm-provider-openstack",
+        bind_address="0.0.0.0",  # noqa: S104
+        port=8080,
+    )
     assert garm_entrypoint.CONFIG_FILE == "/etc/garm/config.toml"
 
 
