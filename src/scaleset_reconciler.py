@@ -53,6 +53,8 @@ DELETABLE_RUNNER_STATUSES = frozenset(
 PENDING_DELETE_STATUSES = frozenset({"pending_delete", "pending_force_delete"})
 PENDING_FORCE_DELETE_STATUS = "pending_force_delete"
 GARM_BASE_TEMPLATE_NAME = "github_linux"
+# The runner group GARM records for a scale set created without one.
+DEFAULT_RUNNER_GROUP = "Default"
 CUSTOM_TEMPLATE_PREFIX = f"{GARM_BASE_TEMPLATE_NAME}-"
 
 # Room left for the operator's part of the name: the hash and its dash are never truncated.
@@ -227,7 +229,7 @@ def _needs_update(
         or (observed.max_runners or 0) != spec.max_runners
         or (observed.min_idle_runners or 0) != spec.min_idle_runners
         or observed.enabled is not True
-        or (observed.github_runner_group or None) != (spec.runner_group or None)
+        or _runner_group(observed.github_runner_group) != _runner_group(spec.runner_group)
         or observed_extra.get("pre_install_scripts", {})
         != desired_extra.get("pre_install_scripts", {})
         or bool(observed_extra.get("disable_updates"))
@@ -236,12 +238,20 @@ def _needs_update(
     )
 
 
+def _runner_group(name: str | None) -> str:
+    """Return the runner group GARM uses for ``name``: no group at all means GitHub's default."""
+    return name or DEFAULT_RUNNER_GROUP
+
+
 def _update_params(
     observed: ScaleSet, spec: ScalesetSpec, desired_extra: dict[str, Any], template_id: int
 ) -> UpdateScaleSetParams:
     """Build the update body; explicit empty values clear what ``None`` cannot."""
     extra_specs: dict[str, Any] | None = desired_extra or ({} if observed.extra_specs else None)
-    runner_group = spec.runner_group or ("" if observed.github_runner_group else None)
+    # GARM ignores an empty group on update, so going back to no group means naming "Default";
+    # an unchanged group is not sent, which keeps GARM from asking GitHub about it again.
+    wanted_group = _runner_group(spec.runner_group)
+    group_changed = _runner_group(observed.github_runner_group) != wanted_group
     send_template = bool(template_id or observed.template_id)
     return UpdateScaleSetParams(
         enabled=True,
@@ -249,7 +259,7 @@ def _update_params(
         flavor=spec.flavor,
         max_runners=spec.max_runners,
         min_idle_runners=spec.min_idle_runners,
-        runner_group=runner_group,
+        runner_group=wanted_group if group_changed else None,
         extra_specs=extra_specs,
         template_id=template_id if send_template else None,
     )

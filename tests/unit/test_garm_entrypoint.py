@@ -463,13 +463,14 @@ def test_missing_garm_binary_is_reported(workspace: Workspace, tmp_path: Path) -
 
 def test_production_defaults_are_fixed_paths() -> None:
     assert main.__kwdefaults__ == {"layout": garm_entrypoint.PRODUCTION_LAYOUT, "execv": os.execv}
-    assert garm_entrypoint.PRODUCTION_LAYOUT == Layout(
+    production = Layout(
         config_dir=Path("/etc/garm"),
         garm_binary="/usr/local/bin/garm",
         provider_binary="/usr/local/bin/garm-provider-openstack",
         bind_address="0.0.0.0",  # noqa: S104
         port=8080,
     )
+    assert production == garm_entrypoint.PRODUCTION_LAYOUT
     assert garm_entrypoint.CONFIG_FILE == "/etc/garm/config.toml"
 
 

@@ -405,9 +405,9 @@ def test_runner_group_change_and_clearing(
 
     garm.clear_requests()
     reconciler.reconcile([replace(spec, runner_group="")])
-    # None would not clear a pointer field, so the empty string is sent explicitly.
-    assert _only_write(garm).body == {**_base_update(spec), "runner_group": ""}
-    assert "github-runner-group" not in garm.scaleset_by_name(LIVE)
+    # GARM ignores "" on update: going back to no group names GARM's default group.
+    assert _only_write(garm).body == {**_base_update(spec), "runner_group": "Default"}
+    assert garm.scaleset_by_name(LIVE)["github-runner-group"] == "Default"
     garm.clear_requests()
     reconciler.reconcile([replace(spec, runner_group="")])
     assert garm.writes() == []
