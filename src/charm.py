@@ -20,7 +20,7 @@ import provider_record
 import secrets_store
 import workload
 from charm_state import CharmState, describe_problems
-from entity_reconciler import reconcile_entities
+from entity_reconciler import EntityReconciler
 from garm_api import (
     GARM_API_URL,
     READY_TIMEOUT,
@@ -31,7 +31,7 @@ from garm_api import (
     ScaleSet,
 )
 from garm_template import CharmedTemplateError, apply_charmed_template
-from github_reconciler import reconcile_credentials
+from github_reconciler import CredentialReconciler
 from scaleset_reconciler import (
     ScalesetProgress,
     ScalesetReconciler,
@@ -280,11 +280,18 @@ class GarmCharm(ops.CharmBase):
             self._fail_sync(exc)
             return None
         try:
-            reconcile_credentials(client, state.credentials, prune=state.prune)
-            reconcile_entities(client, state.entities, prune=state.prune)
+            # Created in dependency order (credential, entity, scale set) and deleted in the
+            # reverse order in the same pass, so GARM never refuses a delete for a dependent.
+            credentials = CredentialReconciler(client)
+            credentials.ensure(state.credentials)
+            entities = EntityReconciler(client, credentials.listed)
+            entities.ensure(state.entities)
             template_id = apply_charmed_template(client, state.debug_ssh)
             specs = [dataclasses.replace(s, template_id=template_id) for s in state.scalesets]
             result = ScalesetReconciler(client).reconcile(specs, prune=state.prune)
+            if state.prune:
+                in_use = entities.prune(state.entities, result.live)
+                credentials.prune(state.credentials, in_use)
         except CharmedTemplateError as exc:
             logger.warning("Charmed template not applied: %s; scale sets skipped", exc)
             self._status = ops.WaitingStatus(str(exc))

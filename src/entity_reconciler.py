@@ -3,8 +3,9 @@
 An entity belongs to the charm when the credential it is bound to carries the charm's marker
 description; only such entities are switched to another credential or deleted. Failures to
 register or update one entity are logged and retried on the next pass, so one bad entity does
-not hold back the others. GARM refuses to delete an entity while scale sets use it, so
-deletions converge over passes as the scale sets go away.
+not hold back the others. GARM refuses to delete an entity while scale sets use it, so an
+entity is deleted only once the scale-set pass of the same hook has left none that names it;
+it then tells the credential pruning which credentials are still used.
 """
 
 from __future__ import annotations
@@ -15,7 +16,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from charm_state import EntitySpec
-from garm_api import Credential, GarmApiError, GarmClient, Organization, Repository
+from garm_api import Credential, GarmApiError, GarmClient, Organization, Repository, ScaleSet
 from github_reconciler import is_managed
 
 logger = logging.getLogger(__name__)
@@ -48,23 +49,6 @@ def split_repository(entity_name: str) -> tuple[str, str] | None:
     return owner, name
 
 
-def reconcile_entities(
-    client: GarmClient, desired: Sequence[EntitySpec], *, prune: bool = True
-) -> None:
-    """Create, re-bind and delete organisations and repositories so they match ``desired``.
-
-    Args:
-        client: an authenticated GARM client.
-        desired: the entities the configurators publish.
-        prune: delete managed entities nobody desires; False while configurator input is
-            invalid.
-
-    Raises:
-        GarmApiError: listing credentials, organisations or repositories failed.
-    """
-    _EntityPass(client).run(desired, prune=prune)
-
-
 @dataclass
 class _Observed:
     """One live entity, whichever its kind."""
@@ -76,12 +60,25 @@ class _Observed:
     credentials_id: int | None
 
 
-class _EntityPass:
-    """One reconcile pass over entities, holding what GARM listed at its start."""
+class EntityReconciler:
+    """Create, re-bind and delete organisations and repositories so they match ``desired``.
 
-    def __init__(self, client: GarmClient) -> None:
+    GARM's entities are listed once, when the reconciler is made. :meth:`ensure` runs before
+    the scale-set pass; :meth:`prune` after it, so an entity goes in the same hook as its last
+    scale set and GARM is never asked for a delete it would refuse.
+    """
+
+    def __init__(self, client: GarmClient, credentials: Sequence[Credential]) -> None:
+        """List GARM's organisations and repositories.
+
+        Args:
+            client: an authenticated GARM client.
+            credentials: GARM's credentials as listed in this pass (ownership is read there).
+
+        Raises:
+            GarmApiError: a listing failed.
+        """
         self._client = client
-        credentials = client.list_credentials()
         self._creds_by_id = {c.id: c for c in credentials if c.id is not None}
         self._creds_by_name = {c.name: c for c in credentials if c.name}
         self._observed: dict[tuple[str, str], _Observed] = {}
@@ -92,17 +89,37 @@ class _EntityPass:
             if repo.owner and repo.name:
                 self._observed[(REPOSITORY, f"{repo.owner}/{repo.name}")] = _from_repo(repo)
 
-    def run(self, desired: Sequence[EntitySpec], *, prune: bool) -> None:
-        wanted: set[tuple[str, str]] = set()
-        for spec in desired:
-            key = (spec.entity_type, spec.entity_name)
-            if key in wanted:
-                continue
-            wanted.add(key)
+    def ensure(self, desired: Sequence[EntitySpec]) -> None:
+        """Register the desired entities GARM lacks and re-bind those on another credential.
+
+        A refused registration is logged and retried on the next pass; it never stops the
+        others.
+
+        Args:
+            desired: the entities the configurators publish.
+        """
+        for spec in _by_key(desired).values():
             self._ensure(spec)
-        for key, live in self._observed.items():
-            if prune and key not in wanted:
-                self._delete_if_managed(live)
+
+    def prune(self, desired: Sequence[EntitySpec], live: Sequence[ScaleSet]) -> set[str]:
+        """Delete managed entities nobody desires once no scale set in GARM belongs to them.
+
+        Args:
+            desired: the entities the configurators publish.
+            live: the scale sets GARM holds after this pass's scale-set reconcile.
+
+        Returns:
+            Names of the credentials still used by an entity left in GARM.
+        """
+        wanted = _by_key(desired)
+        owners = {s.org_id for s in live if s.org_id} | {s.repo_id for s in live if s.repo_id}
+        in_use = {spec.credentials_name for spec in wanted.values()}
+        for key, entity in self._observed.items():
+            if key in wanted or not self._delete_if_managed(entity, owners):
+                name = self._credential_name(entity)
+                if name:
+                    in_use.add(name)
+        return in_use
 
     def _ensure(self, spec: EntitySpec) -> None:
         if spec.entity_type not in (ORGANIZATION, REPOSITORY):
@@ -193,13 +210,26 @@ class _EntityPass:
         else:
             self._client.update_repository(live.id, spec.credentials_name)
 
-    def _delete_if_managed(self, live: _Observed) -> None:
+    def _credential_name(self, live: _Observed) -> str | None:
+        current = self._current_credential(live)
+        return current.name if current is not None else live.credentials_name
+
+    def _delete_if_managed(self, live: _Observed, owners: set[str]) -> bool:
+        """Delete ``live`` when the charm owns it and no scale set uses it; tell if it went."""
         if not live.id:
-            return
+            return False
         credential = self._creds_by_id.get(live.credentials_id or 0)
         if not is_managed(credential):
             logger.debug("Leaving %s %s: not managed by the charm", live.entity_type, live.key)
-            return
+            return False
+        if live.id in owners:
+            logger.info(
+                "Keeping %s %s (id=%s) until its scale sets are gone",
+                live.entity_type,
+                live.key,
+                live.id,
+            )
+            return False
         logger.info(
             "Deleting %s %s (id=%s): no longer desired", live.entity_type, live.key, live.id
         )
@@ -210,12 +240,22 @@ class _EntityPass:
                 self._client.delete_repository(live.id)
         except GarmApiError as exc:
             logger.warning(
-                "Cannot delete %s %s (id=%s), scalesets may still reference it; will retry: %s",
+                "Cannot delete %s %s (id=%s); will retry: %s",
                 live.entity_type,
                 live.key,
                 live.id,
                 exc,
             )
+            return False
+        return True
+
+
+def _by_key(desired: Sequence[EntitySpec]) -> dict[tuple[str, str], EntitySpec]:
+    """Index the desired entities by kind and name; the first of a key wins."""
+    wanted: dict[tuple[str, str], EntitySpec] = {}
+    for spec in desired:
+        wanted.setdefault((spec.entity_type, spec.entity_name), spec)
+    return wanted
 
 
 def _from_org(org: Organization) -> _Observed:

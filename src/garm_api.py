@@ -148,6 +148,8 @@ class ScaleSet(_Model):
     template_id: int | None = None
     updated_at: datetime | None = None
     provider_name: str | None = None
+    org_id: str | None = None
+    repo_id: str | None = None
 
 
 class Job(_Model):

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import base64
 import logging
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 
 from charm_state import DEFAULT_GITHUB_ENDPOINT, MANAGED_CREDENTIAL_DESCRIPTION, CredentialSpec
 from garm_api import (
@@ -63,44 +63,80 @@ def _github_app(spec: CredentialSpec) -> GithubApp:
     )
 
 
-def reconcile_credentials(
-    client: GarmClient, desired: Sequence[CredentialSpec], *, prune: bool = True
-) -> None:
-    """Create, update and delete GARM credentials so they match ``desired``.
+class CredentialReconciler:
+    """Create, update and delete GARM credentials so they match what the configurators publish.
 
-    Args:
-        client: an authenticated GARM client.
-        desired: the credentials the configurators publish (names are unique).
-        prune: delete managed credentials nobody desires; False while configurator input is
-            invalid (an unreadable key secret must not delete the credential).
-
-    Raises:
-        GarmApiError: listing, creating or updating a credential failed. A refused delete
-            is only logged, since GARM refuses while an entity still uses the credential and
-            the delete succeeds on a later pass.
+    GARM is listed once, when the reconciler is made. Creation and update (:meth:`ensure`) come
+    first in a pass; deletion (:meth:`prune`) comes last, after the organisations and
+    repositories that used a credential are gone, because GARM refuses to delete a credential
+    an entity still uses.
     """
-    observed = {c.name: c for c in client.list_credentials() if c.name}
+
+    def __init__(self, client: GarmClient) -> None:
+        """List GARM's credentials.
+
+        Args:
+            client: an authenticated GARM client.
+
+        Raises:
+            GarmApiError: the listing failed.
+        """
+        self._client = client
+        self.listed: list[Credential] = client.list_credentials()
+
+    def ensure(self, desired: Sequence[CredentialSpec]) -> None:
+        """Create the desired credentials GARM lacks and update the ones that drifted.
+
+        Args:
+            desired: the credentials the configurators publish (the first of a name wins).
+
+        Raises:
+            GarmApiError: creating or updating a credential failed.
+        """
+        observed = {c.name: c for c in self.listed if c.name}
+        for name, spec in _by_name(desired).items():
+            current = observed.get(name)
+            if current is None:
+                _create(self._client, spec)
+            elif is_claimable(current):
+                _update_if_drifted(self._client, spec, current)
+            else:
+                logger.warning(
+                    "Credential name %s is taken by a credential the charm does not manage"
+                    " (description %r); leaving it untouched",
+                    name,
+                    current.description,
+                )
+
+    def prune(self, desired: Sequence[CredentialSpec], in_use: Collection[str]) -> None:
+        """Delete the managed credentials nobody desires and no entity uses any more.
+
+        Args:
+            desired: the credentials the configurators publish.
+            in_use: names of the credentials that organisations or repositories left in GARM
+                still use; those are kept until a later pass, so GARM never refuses a delete.
+        """
+        wanted = _by_name(desired)
+        for current in self.listed:
+            name = current.name
+            if not name or name in wanted or current.id is None or not is_managed(current):
+                continue
+            if name in in_use:
+                logger.info(
+                    "Keeping GitHub credential %s (id=%s) while an organisation or repository"
+                    " still uses it",
+                    name,
+                    current.id,
+                )
+                continue
+            _delete(self._client, current.id, name)
+
+
+def _by_name(desired: Sequence[CredentialSpec]) -> dict[str, CredentialSpec]:
     wanted: dict[str, CredentialSpec] = {}
     for spec in desired:
         wanted.setdefault(spec.name, spec)
-
-    for name, spec in wanted.items():
-        current = observed.get(name)
-        if current is None:
-            _create(client, spec)
-        elif is_claimable(current):
-            _update_if_drifted(client, spec, current)
-        else:
-            logger.warning(
-                "Credential name %s is taken by a credential the charm does not manage"
-                " (description %r); leaving it untouched",
-                name,
-                current.description,
-            )
-
-    for name, current in observed.items():
-        if prune and name not in wanted and current.id is not None and is_managed(current):
-            _delete(client, current.id, name)
+    return wanted
 
 
 def _create(client: GarmClient, spec: CredentialSpec) -> None:
@@ -133,7 +169,7 @@ def _delete(client: GarmClient, credential_id: int, name: str) -> None:
         client.delete_credential(credential_id)
     except GarmApiError as exc:
         logger.warning(
-            "Cannot delete GitHub credential %s (id=%s), still referenced; will retry: %s",
+            "Cannot delete GitHub credential %s (id=%s); will retry: %s",
             name,
             credential_id,
             exc,

@@ -8,10 +8,10 @@ from collections.abc import Iterator
 
 import pytest
 
-from charm_state import EntitySpec
-from entity_reconciler import reconcile_entities
+from charm_state import CredentialSpec, EntitySpec
+from entity_reconciler import EntityReconciler
 from garm_api import GarmApiError, GarmClient
-from github_reconciler import reconcile_credentials
+from github_reconciler import CredentialReconciler
 from tests.garm_emulator import GarmEmulator
 from tests.log_secrets import register_secret
 
@@ -42,6 +42,28 @@ def org(name: str, creds: str = "app-1-2") -> EntitySpec:
 
 def repo(name: str, creds: str = "app-1-2") -> EntitySpec:
     return EntitySpec("repository", name, creds)
+
+
+def reconcile_entities(
+    client: GarmClient, desired: list[EntitySpec], *, prune: bool = True
+) -> set[str]:
+    """One entity pass as the charm runs it, with GARM's scale sets as the live ones."""
+    reconciler = EntityReconciler(client, client.list_credentials())
+    reconciler.ensure(desired)
+    if not prune:
+        return set()
+    return reconciler.prune(desired, client.list_scalesets())
+
+
+def converge(
+    client: GarmClient, credentials: list[CredentialSpec], desired: list[EntitySpec]
+) -> None:
+    """Credentials and entities in the charm's order: create both, then prune dependents first."""
+    creds = CredentialReconciler(client)
+    creds.ensure(credentials)
+    entities = EntityReconciler(client, creds.listed)
+    entities.ensure(desired)
+    creds.prune(credentials, entities.prune(desired, client.list_scalesets()))
 
 
 def _warnings(caplog: pytest.LogCaptureFixture) -> list[str]:
@@ -210,32 +232,49 @@ def test_no_delete_while_configurator_input_is_invalid(
     assert "old-org" in _entities(garm)
 
 
-def test_delete_refused_while_a_scaleset_uses_it(
+def test_entity_with_a_scaleset_is_kept_without_a_delete(
     garm: GarmEmulator, client: GarmClient, caplog: pytest.LogCaptureFixture
 ) -> None:
     garm.add_organization("busy-org", "app-1-2")
     garm.add_scaleset("busy-set-1a2b3c4d", org="busy-org", enabled=False)
 
-    reconcile_entities(client, [])
+    in_use = reconcile_entities(client, [])
 
+    # Not even tried: GARM would refuse to delete an organisation that has scale sets.
+    assert garm.writes() == []
     assert _entities(garm) == {"busy-org": "app-1-2"}
+    assert in_use == {"app-1-2"}
     assert any(
-        "busy-org" in w and "scalesets may still reference it" in w for w in _warnings(caplog)
+        r.levelno == logging.INFO
+        and "busy-org" in r.getMessage()
+        and "scale sets" in r.getMessage()
+        for r in caplog.records
     )
 
 
-def test_deletions_converge_over_passes(garm: GarmEmulator, client: GarmClient) -> None:
-    garm.add_organization("busy-org", "app-1-2")
+def test_deletions_converge_in_one_pass_once_the_scaleset_is_gone(
+    garm: GarmEmulator, client: GarmClient
+) -> None:
+    busy_org = garm.add_organization("busy-org", "app-1-2")
     scaleset = garm.add_scaleset("busy-set-1a2b3c4d", org="busy-org", enabled=False)
+    ids = {c["name"]: c["id"] for c in garm.credentials()}
 
-    # Nothing desired: the scale set holds the entity, which holds the credential.
-    reconcile_credentials(client, [])
-    reconcile_entities(client, [])
+    # Nothing desired: the scale set holds the entity, which holds its credential; managed
+    # credentials nobody uses go at once.
+    converge(client, [], [])
+    deleted = {(w.method, w.path) for w in garm.writes()}
+    assert ("DELETE", f"/github/credentials/{ids['app-3-4']}") in deleted
+    assert ("DELETE", f"/github/credentials/{ids['app-1-2']}") not in deleted
+    assert not any(path.startswith("/organizations") for _, path in deleted)
     assert "busy-org" in _entities(garm)
-    assert "app-1-2" in {c["name"] for c in garm.credentials()}
+    assert {"app-1-2", "operator"} <= {c["name"] for c in garm.credentials()}
 
     client.delete_scaleset(scaleset["id"])
-    reconcile_entities(client, [])
-    reconcile_credentials(client, [])
+    garm.clear_requests()
+    converge(client, [], [])
+    assert [(w.method, w.path) for w in garm.writes()] == [
+        ("DELETE", f"/organizations/{busy_org['id']}"),
+        ("DELETE", f"/github/credentials/{ids['app-1-2']}"),
+    ]
     assert _entities(garm) == {}
     assert {c["name"] for c in garm.credentials()} == {"operator"}

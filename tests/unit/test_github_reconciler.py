@@ -9,7 +9,7 @@ import pytest
 
 from charm_state import CredentialSpec
 from garm_api import GarmApiError, GarmClient
-from github_reconciler import reconcile_credentials
+from github_reconciler import CredentialReconciler
 from tests.garm_emulator import GarmEmulator
 from tests.log_secrets import register_secret
 
@@ -33,6 +33,20 @@ def _spec(app_id: int = 1, installation_id: int = 2, description: str = MARKER) 
         private_key=PRIVATE_KEY,
         description=description,
     )
+
+
+def reconcile_credentials(
+    client: GarmClient,
+    desired: list[CredentialSpec],
+    *,
+    prune: bool = True,
+    in_use: frozenset[str] = frozenset(),
+) -> None:
+    """One credential pass as the charm runs it: ensure first, prune last."""
+    reconciler = CredentialReconciler(client)
+    reconciler.ensure(desired)
+    if prune:
+        reconciler.prune(desired, in_use)
 
 
 def _names(emulator: GarmEmulator) -> list[str]:
@@ -184,16 +198,23 @@ def test_no_delete_while_configurator_input_is_invalid(
     assert _names(ready_emulator) == ["app-1-2", "app-9-9"]
 
 
-def test_delete_refused_while_referenced_then_retried(
+def test_credential_in_use_is_kept_without_a_delete_then_deleted(
     ready_emulator: GarmEmulator, client: GarmClient, caplog: pytest.LogCaptureFixture
 ) -> None:
     ready_emulator.add_credential("app-9-9", description=MARKER)
     org = ready_emulator.add_organization("still-here", credentials_name="app-9-9")
 
-    reconcile_credentials(client, [])
+    reconcile_credentials(client, [], in_use=frozenset({"app-9-9"}))
 
+    # Not even tried: GARM would refuse to delete a credential an organisation uses.
+    assert ready_emulator.writes() == []
     assert _names(ready_emulator) == ["app-9-9"]
-    assert any("app-9-9" in w and "will retry" in w for w in _warnings(caplog))
+    assert any(
+        r.levelno == logging.INFO
+        and "app-9-9" in r.getMessage()
+        and "still uses" in r.getMessage()
+        for r in caplog.records
+    )
 
     client.delete_organization(org["id"])
     caplog.clear()
