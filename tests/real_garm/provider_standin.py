@@ -1,0 +1,783 @@
+#!/usr/bin/env python3
+"""Stand-in for the OpenStack external provider (garm-provider-openstack), for tests only.
+
+GARM runs an external provider as a plain executable: the command is in ``GARM_COMMAND``,
+the context in ``GARM_CONTROLLER_ID``, ``GARM_POOL_ID``, ``GARM_INSTANCE_ID``,
+``GARM_PROVIDER_CONFIG_FILE`` and ``GARM_INTERFACE_VERSION``; ``CreateInstance`` gets the
+bootstrap parameters as JSON on stdin. The answer is JSON on stdout, compact and without a
+trailing newline, and the exit code says how it went. This script answers as
+garm-provider-openstack does, with servers kept in a local JSON file instead of a cloud.
+
+What it implements, as the real provider does:
+
+- Interface v0.1.0 only (GARM's default when ``interface_version`` is not configured, which
+  is how the charm configures it). ``v0.1.1`` is refused at run time ("provider does not
+  implement v0.1.1 ExternalProvider") and anything else at start ("unsupported interface
+  version"), both exit 1.
+- Commands ``CreateInstance``, ``GetInstance``, ``ListInstances``, ``DeleteInstance``,
+  ``StartInstance``, ``StopInstance``, ``RemoveAllInstances`` (a no-op that succeeds, as in
+  the real provider) and ``GetVersion`` (prints :data:`VERSION`).
+- Environment validation and provider-config loading fail like Go's ``log.Fatal``: a
+  timestamped line on stderr and exit 1. A missing config file fails the validation
+  (``error accessing config file: lstat ...``); an unreadable or invalid one fails loading
+  (``error loading config: ...``): the TOML must name a ``cloud`` present in the clouds file
+  at ``[credentials] clouds`` and a ``network_id``. This happens for every command,
+  ``GetVersion`` included, because the real provider builds its client first.
+- A command that fails prints ``failed to run command: <error>`` on stderr (no newline) and
+  exits 1. The real provider never uses the not-found exit code (30) that GARM understands:
+  ``GetInstance`` of an unknown server exits 1, while ``DeleteInstance`` of an unknown name or
+  server ID succeeds (exit 0), so deletes are idempotent.
+- Servers carry the tags ``garm-pool-id=<pool>`` and ``garm-controller-id=<controller>``;
+  ``ListInstances`` returns the servers with both tags (``[]`` when none); a server ID owned by
+  another controller is "not found" (an error, also for delete), a name owned by another
+  controller is invisible. Instances are found by server ID (a UUID) or by name.
+- Instances are ``ProviderInstance`` JSON: ``provider_id`` (server UUID), ``name``,
+  ``os_type``, ``os_name``, ``os_version``, ``os_arch``, ``addresses`` (one fixed, private
+  address), ``status`` (``running``, or ``stopped`` after ``StopInstance``); empty fields are
+  omitted as Go's ``omitempty`` does, so ``provider_fault`` never appears. ``os_name`` and
+  ``os_version`` come from the image name when it looks like ``<distro>-<version>`` (the real
+  provider reads the image's ``os_distro``/``os_version`` properties).
+- ``CreateInstance`` checks what the real provider checks before calling the cloud: tools for
+  the requested OS type and architecture, a flavor, an image.
+
+What it does not do: talk to OpenStack or anything else on the network (flavors, images and
+networks are accepted as given), user data / cloud-init, boot from volume, extra specs,
+security groups, the interface v0.1.1 commands.
+
+Simulated runner VM: when the bootstrap parameters carry ``callback-url`` and
+``instance-token`` and the callback host is a loopback address, ``CreateInstance`` starts a
+detached process (double fork) that does what GARM's Linux runner install script does towards
+GARM, with the instance token as ``Authorization: Bearer``: after a short boot delay, POST
+``{callback-url}/status`` ``{"status": "installing", "message": ...}``; with
+``jit_config_enabled`` GET ``{metadata-url}/credentials/runner`` and read the agent ID from it
+(otherwise GET ``{metadata-url}/runner-registration-token/``); POST
+``{callback-url}/system-info/`` ``{"os_name", "os_version", "agent_id"}``; POST
+``{callback-url}/status`` ``{"status": "idle", "message": ..., "agent_id": <id or null>}``.
+If the credentials cannot be fetched it posts ``{"status": "failed", ...}`` instead, as the
+script does. It never downloads or runs the GitHub runner, and exits within
+:data:`AGENT_DEADLINE_SECONDS`.
+
+State lives beside the provider config file, so each configured provider has its own:
+``<config>.standin-state.json`` (servers, replaced atomically under an exclusive lock on
+``<config>.standin.lock``) and one ``<config>.standin-agent-<name>.log`` per simulated agent.
+
+Tests install a copy with :func:`install`, which points the shebang at the running Python.
+Standard library only; protocol facts from cloudbase/garm ``runner/providers/v0.1.0`` and
+``vendor/github.com/cloudbase/garm-provider-common`` and from cloudbase/garm-provider-openstack
+``main.go``, ``provider/``, ``client/client.go`` and ``config/config.go``.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import ipaddress
+import json
+import os
+import re
+import sys
+import time
+import tomllib
+import urllib.error
+import urllib.parse
+import urllib.request
+import uuid
+from collections.abc import Callable, Iterator, Mapping
+from pathlib import Path
+from typing import Any, BinaryIO, NoReturn
+
+VERSION = "v0.0.0-standin"
+INSTALLED_NAME = "garm-provider-openstack-standin"
+
+EXIT_FAILED = 1
+# Defined by garm-provider-common; GARM treats 30 from DeleteInstance as success. The real
+# OpenStack provider never returns either, and neither does this stand-in.
+EXIT_NOT_FOUND = 30
+EXIT_DUPLICATE = 31
+
+CREATE = "CreateInstance"
+DELETE = "DeleteInstance"
+GET = "GetInstance"
+LIST = "ListInstances"
+START = "StartInstance"
+STOP = "StopInstance"
+REMOVE_ALL = "RemoveAllInstances"
+GET_VERSION = "GetVersion"
+V011_ONLY = (
+    "GetSupportedInterfaceVersions",
+    "ValidatePoolInfo",
+    "GetConfigJSONSchema",
+    "GetExtraSpecsJSONSchema",
+)
+INSTANCE_COMMANDS = (DELETE, GET, START, STOP)
+
+POOL_TAG = "garm-pool-id"
+CONTROLLER_TAG = "garm-controller-id"
+# OpenStack server status -> GARM instance status (the real provider's statusMap).
+STATUS_MAP = {
+    "ACTIVE": "running",
+    "SHUTOFF": "stopped",
+    "BUILD": "pending_create",
+    "ERROR": "error",
+    "DELETING": "pending_delete",
+}
+GITHUB_ARCH = {
+    "x86_64": "x64",
+    "amd64": "x64",
+    "armv7l": "arm",
+    "aarch64": "arm64",
+    "x64": "x64",
+    "arm": "arm",
+    "arm64": "arm64",
+}
+GITHUB_OS = {"linux": "linux", "windows": "win"}
+SUPPORTED_ARCH = ("amd64", "arm", "arm64")
+VISIBILITIES = ("public", "private", "community", "shared", "all")
+IMAGE_OS = re.compile(r"([A-Za-z]+)[-_:]?v?([0-9][0-9.]*)")
+
+AGENT_BOOT_DELAY_SECONDS = 1.0
+AGENT_DEADLINE_SECONDS = 60.0
+AGENT_REQUEST_TIMEOUT_SECONDS = 5.0
+AGENT_ATTEMPTS = 5
+AGENT_RETRY_DELAY_SECONDS = 1.0
+AGENT_OS_NAME = "Ubuntu"
+AGENT_OS_VERSION = "24.04"
+
+
+class FatalError(Exception):
+    """Start-up failure: the real provider calls ``log.Fatal`` with this message."""
+
+
+class ProviderError(Exception):
+    """Command failure: printed as ``failed to run command: <message>``, exit 1."""
+
+
+class ServerNotFoundError(ProviderError):
+    """The cloud answered 404 for a server ID (gophercloud's ``ErrDefault404``)."""
+
+
+# --------------------------------------------------------------------------- output
+
+
+def go_json(value: object) -> bytes:
+    """Encode like Go's ``json.Marshal``: compact, UTF-8, HTML characters escaped."""
+    text = json.dumps(value, separators=(",", ":"), ensure_ascii=False)
+    for char, escaped in (("<", "\\u003c"), (">", "\\u003e"), ("&", "\\u0026")):
+        text = text.replace(char, escaped)
+    text = text.replace("\u2028", "\\u2028").replace("\u2029", "\\u2029")
+    return text.encode("utf-8")
+
+
+def _os_error(operation: str, path: str, exc: OSError) -> str:
+    # Go spells these "lstat /path: no such file or directory".
+    reason = (exc.strerror or str(exc)).lower()
+    return f"{operation} {path}: {reason}"
+
+
+# --------------------------------------------------------------------------- environment
+
+
+class Environment:
+    """What GARM put in the environment and on stdin, validated as garm-provider-common does."""
+
+    def __init__(self, environ: Mapping[str, str], stdin: BinaryIO) -> None:
+        self.version = environ.get("GARM_INTERFACE_VERSION", "")
+        if self.version not in ("", "v0.1.0", "v0.1.1"):
+            raise FatalError(f"unsupported interface version: {self.version}")
+        self.command = environ.get("GARM_COMMAND", "")
+        self.controller_id = environ.get("GARM_CONTROLLER_ID", "")
+        self.pool_id = environ.get("GARM_POOL_ID", "")
+        self.config_file = environ.get("GARM_PROVIDER_CONFIG_FILE", "")
+        self.instance_id = environ.get("GARM_INSTANCE_ID", "")
+        self.bootstrap: dict[str, Any] = {}
+        if self.command == CREATE:
+            try:
+                self.bootstrap = _read_bootstrap(stdin)
+            except ValueError as exc:
+                raise FatalError(f"failed to get bootstrap params: {exc}") from None
+        problem = self._problem()
+        if problem:
+            raise FatalError(f"failed to validate execution environment: {problem}")
+
+    def _problem(self) -> str:
+        if not self.command:
+            return "missing GARM_COMMAND"
+        if not self.config_file:
+            return "missing GARM_PROVIDER_CONFIG_FILE"
+        try:
+            os.lstat(self.config_file)
+        except OSError as exc:
+            return "error accessing config file: " + _os_error("lstat", self.config_file, exc)
+        if not self.controller_id:
+            return "missing GARM_CONTROLLER_ID"
+        return self._command_problem()
+
+    def _command_problem(self) -> str:
+        needs = {
+            CREATE: ("pool", "missing pool ID"),
+            LIST: ("pool", "missing pool ID"),
+            **dict.fromkeys(INSTANCE_COMMANDS, ("instance", "missing instance ID")),
+            REMOVE_ALL: ("", ""),
+            GET_VERSION: ("", ""),
+        }
+        if self.version == "v0.1.1":
+            needs.update(dict.fromkeys(V011_ONLY, ("", "")))
+        if self.command not in needs:
+            return f"unknown GARM_COMMAND: {self.command}"
+        if self.command == CREATE and not self.bootstrap.get("name"):
+            return "missing bootstrap params"
+        field, problem = needs[self.command]
+        value = {"pool": self.pool_id, "instance": self.instance_id}.get(field, "set")
+        return "" if value else problem
+
+
+def _read_bootstrap(stdin: BinaryIO) -> dict[str, Any]:
+    if stdin.isatty():
+        raise ValueError(f"{CREATE} requires data passed into stdin")
+    data = stdin.read()
+    if not data:
+        raise ValueError(f"{CREATE} requires data passed into stdin")
+    try:
+        params = json.loads(data)
+    except ValueError as exc:
+        raise ValueError(f"failed to decode instance params: {exc}") from None
+    if not isinstance(params, dict):
+        raise ValueError("failed to decode instance params: not a JSON object")
+    return params
+
+
+# --------------------------------------------------------------------------- configuration
+
+
+def load_config(path: str) -> dict[str, Any]:
+    """Load and validate the provider TOML as garm-provider-openstack's config package does.
+
+    Raises:
+        FatalError: the file cannot be read or parsed, or misses what the provider needs.
+    """
+    try:
+        with open(path, "rb") as handle:
+            config = tomllib.load(handle)
+    except OSError as exc:
+        raise FatalError(
+            "error loading config: error decoding config: " + _os_error("open", path, exc)
+        ) from None
+    except tomllib.TOMLDecodeError as exc:
+        raise FatalError(f"error loading config: error decoding config: {exc}") from None
+    problem = _config_problem(config)
+    if problem:
+        raise FatalError(f"error loading config: error validating config: {problem}")
+    return config
+
+
+def _config_problem(config: Mapping[str, Any]) -> str:
+    credentials = config.get("credentials")
+    clouds_path = credentials.get("clouds", "") if isinstance(credentials, dict) else ""
+    try:
+        clouds = _read_clouds(str(clouds_path))
+    except ValueError as exc:
+        return f"failed to validate credentials: failed to load clouds.yaml: {exc}"
+    cloud = str(config.get("cloud", ""))
+    if cloud not in clouds:
+        return f"cloud {cloud} is not defined in clouds.yaml"
+    if not config.get("network_id"):
+        return "missing network_id"
+    visibility = str(config.get("image_visibility", ""))
+    if visibility and visibility not in VISIBILITIES:
+        return f"invalid image_visibility: {visibility}"
+    return ""
+
+
+def _read_clouds(path: str) -> set[str]:
+    """Return the cloud names defined in a clouds file (JSON, or simple block YAML)."""
+    if not path:
+        raise ValueError("missing clouds config")
+    try:
+        text = Path(path).read_text(encoding="utf-8")
+    except OSError as exc:
+        raise ValueError("failed to read clouds config: " + _os_error("open", path, exc)) from None
+    try:
+        document = json.loads(text)
+    except ValueError:
+        return _yaml_cloud_names(text)
+    clouds = document.get("clouds") if isinstance(document, dict) else None
+    return set(clouds) if isinstance(clouds, dict) else set()
+
+
+def _yaml_cloud_names(text: str) -> set[str]:
+    names: set[str] = set()
+    inside = False
+    child_indent = -1
+    for line in text.splitlines():
+        stripped = line.split("#", 1)[0].rstrip()
+        if not stripped:
+            continue
+        indent = len(stripped) - len(stripped.lstrip())
+        if indent == 0:
+            inside = stripped == "clouds:"
+            continue
+        if inside and stripped.endswith(":") and child_indent in (-1, indent):
+            child_indent = indent
+            names.add(stripped.strip()[:-1].strip("'\""))
+    return names
+
+
+# --------------------------------------------------------------------------- state
+
+
+class Store:
+    """Servers in a JSON file beside the provider config, guarded by an exclusive lock."""
+
+    def __init__(self, config_file: str) -> None:
+        base = Path(config_file)
+        self.path = base.with_name(base.name + ".standin-state.json")
+        self.lock_path = base.with_name(base.name + ".standin.lock")
+
+    def agent_log(self, name: str) -> Path:
+        """Return the log file of the simulated runner agent of one instance."""
+        safe = re.sub(r"[^A-Za-z0-9_.-]", "_", name)
+        return self.path.with_name(self.path.name.replace("state.json", f"agent-{safe}.log"))
+
+    @contextlib.contextmanager
+    def locked(self) -> Iterator[dict[str, dict[str, Any]]]:
+        """Hold the lock, yield the servers by ID, write them back if the block succeeds."""
+        with open(self.lock_path, "a", encoding="utf-8") as lock:
+            fcntl.flock(lock.fileno(), fcntl.LOCK_EX)
+            servers = self._read()
+            before = json.dumps(servers, sort_keys=True)
+            yield servers
+            if json.dumps(servers, sort_keys=True) != before:
+                self._write(servers)
+
+    def _read(self) -> dict[str, dict[str, Any]]:
+        try:
+            document = json.loads(self.path.read_text(encoding="utf-8"))
+        except FileNotFoundError:
+            return {}
+        return dict(document.get("servers", {}))
+
+    def _write(self, servers: Mapping[str, Any]) -> None:
+        temporary = self.path.with_name(f".{self.path.name}.{os.getpid()}.tmp")
+        temporary.write_text(json.dumps({"servers": servers}, indent=1), encoding="utf-8")
+        os.replace(temporary, self.path)
+
+
+def _is_uuid(value: str) -> bool:
+    try:
+        uuid.UUID(value)
+    except ValueError:
+        return False
+    return True
+
+
+def _tag(server: Mapping[str, Any], key: str) -> str:
+    for tag in server.get("tags", []):
+        name, _, value = str(tag).partition("=")
+        if name == key:
+            return value
+    return ""
+
+
+def find_servers(
+    servers: Mapping[str, dict[str, Any]], name_or_id: str, controller_id: str
+) -> list[dict[str, Any]]:
+    """Find servers by ID or by name, seen from one controller (ListServersWithNameOrID)."""
+    if _is_uuid(name_or_id):
+        server = servers.get(str(uuid.UUID(name_or_id)))
+        if server is None:
+            raise ServerNotFoundError("failed to get server: Resource not found")
+        if _tag(server, CONTROLLER_TAG) != controller_id:
+            raise ProviderError(f"server with name or ID {name_or_id} not found")
+        return [server]
+    return [
+        server
+        for server in servers.values()
+        if _tag(server, CONTROLLER_TAG) == controller_id and server.get("name") == name_or_id
+    ]
+
+
+def get_server(
+    servers: Mapping[str, dict[str, Any]], name_or_id: str, controller_id: str
+) -> dict[str, Any]:
+    """Return the one server with this ID or name (the real client's GetServer)."""
+    try:
+        found = find_servers(servers, name_or_id, controller_id)
+    except ProviderError as exc:
+        raise ProviderError(f"failed to find server: {exc}") from None
+    if not found:
+        raise ProviderError(f"failed to find server with name or id {name_or_id}")
+    if len(found) > 1:
+        raise ProviderError(
+            f"multiple servers with name or id {name_or_id}; manual intervention required"
+        )
+    return found[0]
+
+
+def to_instance(server: Mapping[str, Any]) -> dict[str, Any]:
+    """Render a server as GARM's ProviderInstance, omitting empty fields as Go does."""
+    metadata = server.get("metadata", {})
+    addresses = [
+        {"address": addr["addr"], "type": "public" if addr["type"] == "floating" else "private"}
+        for addr in server.get("addresses", [])
+        if addr.get("type") in ("fixed", "floating")
+    ]
+    instance: dict[str, Any] = {
+        "provider_id": server["id"],
+        "name": server["name"],
+        "os_type": metadata.get("os_type", ""),
+        "os_name": metadata.get("os_name", ""),
+        "os_version": metadata.get("os_version", ""),
+        "os_arch": metadata.get("os_arch", ""),
+        "addresses": addresses,
+        "status": STATUS_MAP.get(server.get("status", ""), ""),
+    }
+    return {key: value for key, value in instance.items() if value}
+
+
+# --------------------------------------------------------------------------- commands
+
+
+def _find_tools(bootstrap: Mapping[str, Any]) -> dict[str, Any]:
+    os_type = str(bootstrap.get("os_type") or "")
+    arch = str(bootstrap.get("arch") or "")
+    if os_type not in GITHUB_OS:
+        raise ProviderError(f"unsupported OS type: {os_type}")
+    if arch not in SUPPORTED_ARCH:
+        raise ProviderError(f"unsupported OS arch: {arch}")
+    for tool in bootstrap.get("tools") or []:
+        if not isinstance(tool, dict) or not tool.get("os") or not tool.get("architecture"):
+            continue
+        if tool["architecture"] in (GITHUB_ARCH[arch], arch) and tool["os"] in (
+            GITHUB_OS[os_type],
+            os_type,
+        ):
+            return tool
+    raise ProviderError(f"failed to find tools for OS {os_type} and arch {arch}")
+
+
+def _spec_problem(bootstrap: Mapping[str, Any]) -> str:
+    try:
+        tools = _find_tools(bootstrap)
+    except ProviderError as exc:
+        return f"failed to get tools: {exc}"
+    if not bootstrap.get("flavor"):
+        return "failed to validate spec: missing flavor"
+    if not bootstrap.get("image"):
+        return "failed to validate spec: missing image"
+    if not tools.get("download_url"):
+        return "failed to validate spec: missing tools"
+    return ""
+
+
+def new_server(env: Environment, config: Mapping[str, Any]) -> dict[str, Any]:
+    """Build the server record the real provider would create for these bootstrap params."""
+    bootstrap = env.bootstrap
+    problem = _spec_problem(bootstrap)
+    if problem:
+        raise ProviderError(f"failed to build machine spec: {problem}")
+    server_id = str(uuid.uuid4())
+    metadata = {
+        "os_arch": str(bootstrap.get("arch") or ""),
+        "os_type": str(bootstrap.get("os_type") or ""),
+        POOL_TAG: env.pool_id,
+        CONTROLLER_TAG: env.controller_id,
+    }
+    match = IMAGE_OS.fullmatch(str(bootstrap["image"]))
+    if match:
+        metadata["os_name"] = match.group(1).lower()
+        metadata["os_version"] = match.group(2)
+    octets = uuid.UUID(server_id).bytes
+    return {
+        "id": server_id,
+        "name": str(bootstrap["name"]),
+        "status": "ACTIVE",
+        "tags": [f"{POOL_TAG}={env.pool_id}", f"{CONTROLLER_TAG}={env.controller_id}"],
+        "metadata": metadata,
+        "addresses": [{"addr": f"10.{octets[0]}.{octets[1]}.{octets[2] or 1}", "type": "fixed"}],
+        "flavor": str(bootstrap["flavor"]),
+        "image": str(bootstrap["image"]),
+        "network_id": str(config.get("network_id", "")),
+        "config_drive": bool(config.get("use_config_drive", False)),
+        "created_at": time.time(),
+    }
+
+
+def create_instance(env: Environment, config: Mapping[str, Any], store: Store) -> bytes:
+    """CreateInstance: record a new ACTIVE server, maybe start its agent, print it."""
+    try:
+        server = new_server(env, config)
+    except ProviderError as exc:
+        raise ProviderError(f"failed to create instance in provider: {exc}") from None
+    with store.locked() as servers:
+        servers[server["id"]] = server
+    maybe_start_agent(env.bootstrap, store.agent_log(server["name"]))
+    return go_json(to_instance(server))
+
+
+def get_instance(env: Environment, store: Store) -> bytes:
+    """GetInstance: print the server found by ID or name."""
+    with store.locked() as servers:
+        try:
+            server = get_server(servers, env.instance_id, env.controller_id)
+        except ProviderError as exc:
+            raise ProviderError(
+                f"failed to get instance from provider: failed to get server: {exc}"
+            ) from None
+    return go_json(to_instance(server))
+
+
+def list_instances(env: Environment, store: Store) -> bytes:
+    """ListInstances: print this controller's servers in the pool, ``[]`` when none."""
+    wanted = {POOL_TAG: env.pool_id, CONTROLLER_TAG: env.controller_id}
+    with store.locked() as servers:
+        found = [
+            server
+            for server in servers.values()
+            if all(_tag(server, key) == value for key, value in wanted.items())
+        ]
+    found.sort(key=lambda server: server.get("created_at", 0))
+    return go_json([to_instance(server) for server in found])
+
+
+def delete_instance(env: Environment, store: Store) -> bytes:
+    """DeleteInstance: remove every match; an unknown name or a 404 ID is a success."""
+    with store.locked() as servers:
+        try:
+            found = find_servers(servers, env.instance_id, env.controller_id)
+        except ServerNotFoundError:
+            found = []
+        except ProviderError as exc:
+            raise ProviderError(
+                "failed to delete instance from provider: failed to delete server: "
+                f"failed to find server: {exc}"
+            ) from None
+        for server in found:
+            servers.pop(server["id"], None)
+    return b""
+
+
+def _set_power(env: Environment, store: Store, status: str) -> None:
+    verb = "start" if status == "ACTIVE" else "stop"
+    with store.locked() as servers:
+        try:
+            server = get_server(servers, env.instance_id, env.controller_id)
+        except ProviderError as exc:
+            raise ProviderError(
+                f"failed to {verb} instance: failed to {verb} server: failed to get server: {exc}"
+            ) from None
+        server["status"] = status
+
+
+def start_instance(env: Environment, store: Store) -> bytes:
+    """StartInstance: mark the server ACTIVE (already ACTIVE is fine)."""
+    _set_power(env, store, "ACTIVE")
+    return b""
+
+
+def stop_instance(env: Environment, store: Store) -> bytes:
+    """StopInstance: mark the server SHUTOFF (already SHUTOFF is fine)."""
+    _set_power(env, store, "SHUTOFF")
+    return b""
+
+
+def run(env: Environment, config: Mapping[str, Any]) -> bytes:
+    """Run the command and return what goes on stdout.
+
+    Raises:
+        ProviderError: the command failed.
+    """
+    if env.version == "v0.1.1":
+        raise ProviderError("provider does not implement v0.1.1 ExternalProvider")
+    store = Store(env.config_file)
+    simple: dict[str, Callable[[Environment, Store], bytes]] = {
+        GET: get_instance,
+        LIST: list_instances,
+        DELETE: delete_instance,
+        START: start_instance,
+        STOP: stop_instance,
+    }
+    if env.command == CREATE:
+        return create_instance(env, config, store)
+    if env.command in simple:
+        return simple[env.command](env, store)
+    if env.command == GET_VERSION:
+        return VERSION.encode()
+    if env.command == REMOVE_ALL:
+        return b""
+    raise ProviderError(f"invalid command: {env.command}")
+
+
+# --------------------------------------------------------------------------- runner agent
+
+
+def _is_loopback(url: str) -> bool:
+    parts = urllib.parse.urlsplit(url)
+    if parts.scheme not in ("http", "https"):
+        return False
+    host = parts.hostname or ""
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
+
+
+def maybe_start_agent(bootstrap: Mapping[str, Any], log_path: Path) -> None:
+    """Start the simulated runner agent in a detached grandchild when GARM can be reached."""
+    callback = str(bootstrap.get("callback-url") or "")
+    token = str(bootstrap.get("instance-token") or "")
+    if not callback or not token or not _is_loopback(callback):
+        return
+    metadata = str(bootstrap.get("metadata-url") or "")
+    if metadata and not _is_loopback(metadata):
+        return
+    sys.stdout.flush()
+    sys.stderr.flush()
+    child = os.fork()
+    if child:
+        os.waitpid(child, 0)
+        return
+    try:
+        os.setsid()
+        if os.fork():
+            os._exit(0)
+        _detach(log_path)
+        RunnerAgent(bootstrap).run()
+    finally:
+        os._exit(0)
+
+
+def _detach(log_path: Path) -> None:
+    """Point stdin at /dev/null and stdout/stderr at the log; drop every other descriptor."""
+    null = os.open(os.devnull, os.O_RDONLY)
+    log = os.open(log_path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
+    os.dup2(null, 0)
+    os.dup2(log, 1)
+    os.dup2(log, 2)
+    os.closerange(3, 1024)
+    sys.stdout = open(1, "w", encoding="utf-8", buffering=1, closefd=False)  # noqa: SIM115
+    sys.stderr = sys.stdout
+
+
+class RunnerAgent:
+    """What GARM's runner install script sends back to GARM, without installing anything."""
+
+    def __init__(self, bootstrap: Mapping[str, Any]) -> None:
+        callback = str(bootstrap["callback-url"]).rstrip("/")
+        self.callback = callback[: -len("/status")] if callback.endswith("/status") else callback
+        self.metadata = str(bootstrap.get("metadata-url") or "").rstrip("/")
+        self.token = str(bootstrap["instance-token"])
+        self.jit = bool(bootstrap.get("jit_config_enabled"))
+        self.name = str(bootstrap.get("name", ""))
+        self.deadline = time.monotonic() + AGENT_DEADLINE_SECONDS
+        # No proxy: GARM passes proxy variables to providers, the agent talks to loopback.
+        self.opener = urllib.request.build_opener(urllib.request.ProxyHandler({}))
+
+    def log(self, message: str) -> None:
+        """Write one timestamped line to the agent log."""
+        stamp = time.strftime("%Y-%m-%dT%H:%M:%S")
+        print(f"{stamp} runner-agent {self.name}: {message}", flush=True)
+
+    def request(self, method: str, url: str, body: object = None) -> bytes | None:
+        """Send one request with retries; return the body, or None when it never succeeded."""
+        data = None if body is None else json.dumps(body).encode()
+        headers = {"Accept": "application/json", "Authorization": f"Bearer {self.token}"}
+        for attempt in range(1, AGENT_ATTEMPTS + 1):
+            timeout = min(AGENT_REQUEST_TIMEOUT_SECONDS, self.deadline - time.monotonic())
+            if timeout <= 0:
+                break
+            # Only http(s) URLs on loopback get here (see _is_loopback).
+            req = urllib.request.Request(url, data=data, headers=headers, method=method)  # noqa: S310
+            try:
+                with self.opener.open(req, timeout=timeout) as response:
+                    self.log(f"{method} {url} -> {response.status}")
+                    return response.read()
+            except urllib.error.HTTPError as exc:
+                self.log(f"{method} {url} -> {exc.code} (attempt {attempt})")
+            except (OSError, ValueError) as exc:
+                self.log(f"{method} {url} failed: {exc} (attempt {attempt})")
+            time.sleep(AGENT_RETRY_DELAY_SECONDS)
+        return None
+
+    def status(self, status: str, message: str, agent_id: int | None = None) -> None:
+        """POST a status message to ``{callback}/status``."""
+        body: dict[str, Any] = {"status": status, "message": message}
+        if status == "idle":
+            body["agent_id"] = agent_id
+        self.request("POST", f"{self.callback}/status", body)
+
+    def credentials(self) -> tuple[bool, int | None]:
+        """Fetch what the runner needs to register; return (ok, agent ID)."""
+        if not self.jit:
+            token = self.request("GET", f"{self.metadata}/runner-registration-token/")
+            return token is not None, None
+        runner = self.request("GET", f"{self.metadata}/credentials/runner")
+        if runner is None:
+            return False, None
+        digits = re.search(rb'"agentId"\s*:\s*"?([0-9]+)', runner)
+        return True, int(digits.group(1)) if digits else None
+
+    def run(self) -> None:
+        """Boot, report installing, fetch credentials, report system info and idle."""
+        self.log("booting")
+        time.sleep(AGENT_BOOT_DELAY_SECONDS)
+        self.status("installing", "configuring runner")
+        ok, agent_id = self.credentials()
+        if not ok:
+            self.status("failed", "failed to get runner file")
+            self.log("gave up: credentials unavailable")
+            return
+        self.request(
+            "POST",
+            f"{self.callback}/system-info/",
+            {"os_name": AGENT_OS_NAME, "os_version": AGENT_OS_VERSION, "agent_id": agent_id},
+        )
+        self.status("idle", "runner successfully installed", agent_id)
+        self.log("done")
+
+
+# --------------------------------------------------------------------------- entry points
+
+
+def _fatal(message: str) -> NoReturn:
+    stamp = time.strftime("%Y/%m/%d %H:%M:%S")
+    sys.stderr.write(f"{stamp} {message}\n")
+    sys.stderr.flush()
+    sys.exit(EXIT_FAILED)
+
+
+def main(environ: Mapping[str, str] = os.environ) -> int:
+    """Run one provider command as GARM asks; return the exit code."""
+    try:
+        env = Environment(environ, sys.stdin.buffer)
+        config = load_config(env.config_file)
+    except FatalError as exc:
+        _fatal(str(exc))
+    try:
+        output = run(env, config)
+    except ProviderError as exc:
+        sys.stderr.write(f"failed to run command: {exc}")
+        sys.stderr.flush()
+        return EXIT_FAILED
+    sys.stdout.buffer.write(output)
+    sys.stdout.buffer.flush()
+    return 0
+
+
+def install(directory: Path) -> Path:
+    """Write an executable copy of this script into ``directory`` and return its path.
+
+    The copy's shebang names the running interpreter, so it works with the empty ``PATH``
+    GARM gives providers.
+    """
+    source = Path(__file__).read_text(encoding="utf-8")
+    body = source.split("\n", 1)[1] if source.startswith("#!") else source
+    target = Path(directory) / INSTALLED_NAME
+    target.write_text(f"#!{sys.executable}\n{body}", encoding="utf-8")
+    target.chmod(0o755)
+    return target
+
+
+if __name__ == "__main__":
+    sys.exit(main())
