@@ -1,0 +1,593 @@
+"""The OpenStack provider stand-in, run as GARM runs a provider.
+
+Each call is a subprocess with only GARM's variables in its environment and the bootstrap
+parameters on stdin.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import json
+import stat
+import subprocess
+import sys
+import threading
+import time
+import uuid
+from collections.abc import Iterator
+from dataclasses import dataclass
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from garm_entrypoint import clouds_file, provider_file, render_clouds, render_provider
+from tests.real_garm import provider_standin
+from tests.real_garm.provider_standin import VERSION, install
+
+CONTROLLER = "6b1f0a52-8c1e-4d55-9d0e-1f6f5c0a7e10"
+OTHER_CONTROLLER = "0d4c3a1b-2e5f-4a6b-8c7d-9e0f1a2b3c4d"
+POOL = "pool-a"
+INSTANCE_KEYS = ("provider_id", "name", "os_type", "os_name", "os_version", "os_arch")
+
+
+@dataclass(frozen=True)
+class Result:
+    returncode: int
+    stdout: str
+    stderr: str
+
+
+@dataclass
+class Provider:
+    """An installed stand-in and one provider configuration rendered as the charm renders it."""
+
+    executable: Path
+    config_file: Path
+
+    def env(self, command: str, **extra: str) -> dict[str, str]:
+        env = {
+            "GARM_COMMAND": command,
+            "GARM_CONTROLLER_ID": CONTROLLER,
+            "GARM_PROVIDER_CONFIG_FILE": str(self.config_file),
+            "GARM_INTERFACE_VERSION": "v0.1.0",
+        }
+        env.update(extra)
+        return env
+
+    def run(self, command: str, stdin: bytes = b"", **extra: str) -> Result:
+        return run_env(self.executable, self.env(command, **extra), stdin)
+
+    def create(self, name: str, pool: str = POOL, **params: Any) -> dict[str, Any]:
+        result = self.run("CreateInstance", bootstrap(name, **params), GARM_POOL_ID=pool)
+        assert result.returncode == 0, result.stderr
+        return json.loads(result.stdout)
+
+    def list(self, pool: str = POOL, controller: str = CONTROLLER) -> list[dict[str, Any]]:
+        result = self.run("ListInstances", GARM_POOL_ID=pool, GARM_CONTROLLER_ID=controller)
+        assert result.returncode == 0, result.stderr
+        return json.loads(result.stdout)
+
+
+def run_env(executable: Path, env: dict[str, str], stdin: bytes = b"") -> Result:
+    # GARM gives the provider exactly these variables: no PATH, no HOME.
+    done = subprocess.run(
+        [str(executable)], env=env, input=stdin, capture_output=True, timeout=30, check=False
+    )
+    return Result(done.returncode, done.stdout.decode(), done.stderr.decode())
+
+
+def bootstrap(name: str, **params: Any) -> bytes:
+    """Bootstrap parameters shaped as GARM sends them for a Linux amd64 runner."""
+    document: dict[str, Any] = {
+        "name": name,
+        "tools": [
+            {
+                "os": "linux",
+                "architecture": "x64",
+                "download_url": "https://example.invalid/actions-runner-linux-x64.tar.gz",
+                "filename": "actions-runner-linux-x64.tar.gz",
+            },
+            {"os": "win", "architecture": "x64", "download_url": "https://example.invalid/w"},
+        ],
+        "repo_url": "https://github.com/acme",
+        "metadata-url": "",
+        "callback-url": "",
+        "instance-token": "",
+        "ssh-keys": None,
+        "github-runner-group": "",
+        "ca-cert-bundle": None,
+        "arch": "amd64",
+        "os_type": "linux",
+        "flavor": "m1.small",
+        "image": "ubuntu-24.04",
+        "labels": ["linux"],
+        "pool_id": POOL,
+        "user_data_options": {"disable_updates_on_boot": False, "extra_packages": None},
+        "jit_config_enabled": True,
+        "proxy_config": {"http_proxy": "", "https_proxy": "", "no_proxy": ""},
+    }
+    document.update(params)
+    return json.dumps(document).encode()
+
+
+def make_provider(directory: Path, executable: Path, unit: str = "cfg-a-0") -> Provider:
+    entry = {
+        "unit_name": unit,
+        "network": "net-" + unit,
+        "auth_url": "http://127.0.0.1:5000/v3",
+        "username": "user",
+        "password": "os-password-standin",
+        "project_name": "project",
+        "user_domain_name": "Default",
+        "project_domain_name": "Default",
+        "region_name": "RegionOne",
+    }
+    clouds_file(directory, unit).write_text(render_clouds(entry))
+    config = provider_file(directory, unit)
+    config.write_text(render_provider(entry, directory))
+    return Provider(executable, config)
+
+
+@pytest.fixture
+def executable(tmp_path: Path) -> Path:
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    return install(bin_dir)
+
+
+@pytest.fixture
+def provider(tmp_path: Path, executable: Path) -> Provider:
+    etc = tmp_path / "etc"
+    etc.mkdir()
+    return make_provider(etc, executable)
+
+
+# --------------------------------------------------------------------------- install, version
+
+
+def test_install_writes_an_executable_copy_for_this_interpreter(executable: Path) -> None:
+    mode = stat.S_IMODE(executable.stat().st_mode)
+    assert mode == 0o755
+    lines = executable.read_text().splitlines()
+    assert lines[0] == f"#!{sys.executable}"
+    assert lines[1:] == Path(provider_standin.__file__).read_text().splitlines()[1:]
+
+
+def test_get_version_prints_the_version_without_newline(provider: Provider) -> None:
+    result = provider.run("GetVersion")
+    assert result == Result(0, VERSION, "")
+
+
+def test_missing_interface_version_means_v010(provider: Provider) -> None:
+    env = provider.env("GetVersion")
+    del env["GARM_INTERFACE_VERSION"]
+    assert run_env(provider.executable, env) == Result(0, VERSION, "")
+
+
+# --------------------------------------------------------------------------- create, get, list
+
+
+def test_create_prints_the_instance_as_the_openstack_provider_does(provider: Provider) -> None:
+    result = provider.run("CreateInstance", bootstrap("garm-runner-1"), GARM_POOL_ID=POOL)
+    assert result.returncode == 0, result.stderr
+    assert result.stderr == ""
+    assert not result.stdout.endswith("\n")
+    # Go's encoder: compact, fields in struct order, empty ones (provider_fault) omitted.
+    assert result.stdout.startswith('{"provider_id":"')
+    instance = json.loads(result.stdout)
+    assert list(instance) == [*INSTANCE_KEYS, "addresses", "status"]
+    assert uuid.UUID(instance["provider_id"])
+    assert instance["name"] == "garm-runner-1"
+    assert (instance["os_type"], instance["os_arch"]) == ("linux", "amd64")
+    assert (instance["os_name"], instance["os_version"]) == ("ubuntu", "24.04")
+    assert instance["status"] == "running"
+    [address] = instance["addresses"]
+    assert address["type"] == "private"
+
+
+def test_create_omits_os_name_when_the_image_does_not_say(provider: Provider) -> None:
+    instance = provider.create("garm-runner-1", image="6f1c0c0e-image-uuid-like")
+    assert "os_name" not in instance
+    assert "os_version" not in instance
+
+
+def test_instances_persist_and_are_found_by_id_or_name(provider: Provider) -> None:
+    created = provider.create("garm-runner-1")
+    for key in (created["provider_id"], "garm-runner-1"):
+        result = provider.run("GetInstance", GARM_INSTANCE_ID=key, GARM_POOL_ID=POOL)
+        assert result.returncode == 0, result.stderr
+        assert json.loads(result.stdout) == created
+    assert provider.list() == [created]
+
+
+def test_list_filters_by_pool_and_controller(provider: Provider) -> None:
+    first = provider.create("garm-runner-1")
+    provider.create("garm-runner-2", pool="pool-b")
+    assert provider.list() == [first]
+    assert [i["name"] for i in provider.list(pool="pool-b")] == ["garm-runner-2"]
+    result = provider.run("ListInstances", GARM_POOL_ID="pool-empty")
+    assert result == Result(0, "[]", "")
+    assert provider.list(controller=OTHER_CONTROLLER) == []
+
+
+def test_another_controller_cannot_see_or_delete_the_instance(provider: Provider) -> None:
+    created = provider.create("garm-runner-1")
+    other = {"GARM_CONTROLLER_ID": OTHER_CONTROLLER}
+    by_name = provider.run("GetInstance", GARM_INSTANCE_ID="garm-runner-1", **other)
+    assert by_name.returncode == 1
+    by_id = provider.run("DeleteInstance", GARM_INSTANCE_ID=created["provider_id"], **other)
+    assert by_id.returncode == 1
+    assert "not found" in by_id.stderr
+    # A name is looked up among this controller's servers only: nothing to delete, success.
+    assert (
+        provider.run("DeleteInstance", GARM_INSTANCE_ID="garm-runner-1", **other).returncode == 0
+    )
+    assert provider.list() == [created]
+
+
+def test_get_unknown_instance_fails_with_exit_1_as_the_real_provider(provider: Provider) -> None:
+    result = provider.run("GetInstance", GARM_INSTANCE_ID="garm-nobody")
+    assert result.returncode == 1
+    assert result.stdout == ""
+    assert result.stderr == (
+        "failed to run command: failed to get instance from provider: failed to get server: "
+        "failed to find server with name or id garm-nobody"
+    )
+
+
+def test_two_servers_with_one_name_need_manual_intervention(provider: Provider) -> None:
+    provider.create("garm-twin")
+    provider.create("garm-twin")
+    result = provider.run("GetInstance", GARM_INSTANCE_ID="garm-twin")
+    assert result.returncode == 1
+    assert "manual intervention required" in result.stderr
+
+
+# --------------------------------------------------------------------------- delete, start, stop
+
+
+def test_delete_is_idempotent(provider: Provider) -> None:
+    created = provider.create("garm-runner-1")
+    kept = provider.create("garm-runner-2")
+    assert provider.run("DeleteInstance", GARM_INSTANCE_ID=created["provider_id"]) == Result(
+        0, "", ""
+    )
+    assert provider.list() == [kept]
+    for again in (created["provider_id"], "garm-runner-1", str(uuid.uuid4()), "garm-nobody"):
+        assert provider.run("DeleteInstance", GARM_INSTANCE_ID=again) == Result(0, "", "")
+    gone = provider.run("GetInstance", GARM_INSTANCE_ID=created["provider_id"])
+    assert gone.returncode == 1
+    assert "Resource not found" in gone.stderr
+
+
+def test_delete_by_name_removes_the_server(provider: Provider) -> None:
+    provider.create("garm-runner-1")
+    assert provider.run("DeleteInstance", GARM_INSTANCE_ID="garm-runner-1").returncode == 0
+    assert provider.list() == []
+
+
+def test_stop_and_start_change_the_status(provider: Provider) -> None:
+    created = provider.create("garm-runner-1")
+    key = {"GARM_INSTANCE_ID": created["provider_id"]}
+    assert provider.run("StopInstance", **key) == Result(0, "", "")
+    assert json.loads(provider.run("GetInstance", **key).stdout)["status"] == "stopped"
+    assert provider.run("StopInstance", **key).returncode == 0
+    assert provider.run("StartInstance", **key) == Result(0, "", "")
+    assert json.loads(provider.run("GetInstance", **key).stdout)["status"] == "running"
+    missing = provider.run("StartInstance", GARM_INSTANCE_ID="garm-nobody")
+    assert missing.returncode == 1
+    assert missing.stderr.startswith("failed to run command: failed to start instance: ")
+
+
+def test_remove_all_instances_is_a_no_op_as_in_the_real_provider(provider: Provider) -> None:
+    created = provider.create("garm-runner-1")
+    assert provider.run("RemoveAllInstances") == Result(0, "", "")
+    assert provider.list() == [created]
+
+
+# --------------------------------------------------------------------------- refusals
+
+
+def test_missing_config_file_is_refused(provider: Provider) -> None:
+    result = provider.run("GetVersion", GARM_PROVIDER_CONFIG_FILE="/nonexistent/provider.toml")
+    assert result.returncode == 1
+    assert result.stdout == ""
+    assert result.stderr.endswith(
+        " failed to validate execution environment: error accessing config file: "
+        "lstat /nonexistent/provider.toml: no such file or directory\n"
+    )
+
+
+def test_unreadable_config_file_is_refused(provider: Provider, tmp_path: Path) -> None:
+    # Running as root makes mode 000 readable; a directory cannot be read by anyone.
+    result = provider.run("GetVersion", GARM_PROVIDER_CONFIG_FILE=str(tmp_path))
+    assert result.returncode == 1
+    assert " error loading config: error decoding config: open " in result.stderr
+
+
+def test_config_naming_an_undefined_cloud_is_refused(provider: Provider) -> None:
+    text = provider.config_file.read_text().replace('cloud = "cfg-a-0"', 'cloud = "other"')
+    provider.config_file.write_text(text)
+    result = provider.run("ListInstances", GARM_POOL_ID=POOL)
+    assert result.returncode == 1
+    assert result.stderr.endswith(
+        "error loading config: error validating config: "
+        "cloud other is not defined in clouds.yaml\n"
+    )
+
+
+def test_missing_clouds_file_is_refused(provider: Provider) -> None:
+    clouds_file(provider.config_file.parent, "cfg-a-0").unlink()
+    result = provider.run("GetVersion")
+    assert result.returncode == 1
+    assert "failed to load clouds.yaml: failed to read clouds config" in result.stderr
+
+
+def test_yaml_clouds_file_is_understood(provider: Provider) -> None:
+    clouds_file(provider.config_file.parent, "cfg-a-0").write_text(
+        "clouds:\n  cfg-a-0:\n    auth:\n      auth_url: http://127.0.0.1:5000/v3\n"
+    )
+    assert provider.run("GetVersion").returncode == 0
+
+
+@pytest.mark.parametrize(
+    ("command", "missing", "message"),
+    [
+        ("GetVersion", "GARM_CONTROLLER_ID", "missing GARM_CONTROLLER_ID"),
+        ("GetVersion", "GARM_COMMAND", "missing GARM_COMMAND"),
+        ("GetInstance", "GARM_INSTANCE_ID", "missing instance ID"),
+        ("ListInstances", "GARM_POOL_ID", "missing pool ID"),
+    ],
+)
+def test_missing_variables_are_refused(
+    provider: Provider, command: str, missing: str, message: str
+) -> None:
+    env = provider.env(command, GARM_POOL_ID=POOL, GARM_INSTANCE_ID="x")
+    del env[missing]
+    result = run_env(provider.executable, env)
+    assert result.returncode == 1
+    assert result.stderr.endswith(f"failed to validate execution environment: {message}\n")
+
+
+def test_unknown_command_is_refused(provider: Provider) -> None:
+    result = provider.run("Start")
+    assert result.returncode == 1
+    assert result.stderr.endswith("unknown GARM_COMMAND: Start\n")
+
+
+def test_interface_v011_is_not_implemented(provider: Provider) -> None:
+    result = provider.run("GetVersion", GARM_INTERFACE_VERSION="v0.1.1")
+    assert result == Result(
+        1, "", "failed to run command: provider does not implement v0.1.1 ExternalProvider"
+    )
+    other = provider.run("GetVersion", GARM_INTERFACE_VERSION="v9")
+    assert other.returncode == 1
+    assert other.stderr.endswith(" unsupported interface version: v9\n")
+
+
+def test_create_without_stdin_is_refused(provider: Provider) -> None:
+    result = provider.run("CreateInstance", b"", GARM_POOL_ID=POOL)
+    assert result.returncode == 1
+    assert "CreateInstance requires data passed into stdin" in result.stderr
+    assert provider.list() == []
+
+
+def test_create_without_matching_tools_is_refused(provider: Provider) -> None:
+    result = provider.run(
+        "CreateInstance", bootstrap("garm-runner-1", arch="arm64"), GARM_POOL_ID=POOL
+    )
+    assert result == Result(
+        1,
+        "",
+        "failed to run command: failed to create instance in provider: failed to build machine "
+        "spec: failed to get tools: failed to find tools for OS linux and arch arm64",
+    )
+    assert provider.list() == []
+
+
+# --------------------------------------------------------------------------- state
+
+
+def test_concurrent_creates_all_persist(provider: Provider) -> None:
+    count = 12
+    processes = [
+        subprocess.Popen(
+            [str(provider.executable)],
+            env=provider.env("CreateInstance", GARM_POOL_ID=POOL),
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+        )
+        for _ in range(count)
+    ]
+    outputs = [
+        process.communicate(bootstrap(f"garm-runner-{index}"), timeout=60)
+        for index, process in enumerate(processes)
+    ]
+    assert [process.returncode for process in processes] == [0] * count, outputs
+    created = {json.loads(stdout)["provider_id"] for stdout, _ in outputs}
+    listed = provider.list()
+    assert {instance["provider_id"] for instance in listed} == created
+    assert sorted(instance["name"] for instance in listed) == sorted(
+        f"garm-runner-{index}" for index in range(count)
+    )
+
+
+def test_commands_wait_for_the_state_lock(provider: Provider) -> None:
+    lock_path = provider.config_file.with_name(provider.config_file.name + ".standin.lock")
+    with lock_path.open("a") as lock:
+        fcntl.flock(lock.fileno(), fcntl.LOCK_EX)
+        process = subprocess.Popen(
+            [str(provider.executable)],
+            env=provider.env("CreateInstance", GARM_POOL_ID=POOL),
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+        )
+        assert process.stdin is not None
+        process.stdin.write(bootstrap("garm-runner-1"))
+        process.stdin.close()
+        with pytest.raises(subprocess.TimeoutExpired):
+            process.wait(timeout=1.5)
+        fcntl.flock(lock.fileno(), fcntl.LOCK_UN)
+    assert process.wait(timeout=30) == 0
+    assert [instance["name"] for instance in provider.list()] == ["garm-runner-1"]
+
+
+def test_each_provider_config_has_its_own_state(provider: Provider, executable: Path) -> None:
+    other = make_provider(provider.config_file.parent, executable, unit="cfg-b-0")
+    created = provider.create("garm-runner-1")
+    assert other.list() == []
+    assert provider.list() == [created]
+    state = provider.config_file.with_name(provider.config_file.name + ".standin-state.json")
+    assert created["provider_id"] in json.loads(state.read_text())["servers"]
+
+
+# --------------------------------------------------------------------------- runner agent
+
+
+class FakeGarm:
+    """Records what the simulated runner agent sends to GARM's callback and metadata URLs."""
+
+    def __init__(self) -> None:
+        self.requests: list[tuple[str, str, str, Any]] = []
+        self.release_metadata = threading.Event()
+        self.idle = threading.Event()
+        garm = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def log_message(self, format: str, *args: Any) -> None:
+                pass
+
+            def _record(self, body: Any) -> None:
+                auth = self.headers.get("Authorization", "")
+                garm.requests.append((self.command, self.path, auth, body))
+
+            def do_GET(self) -> None:
+                self._record(None)
+                garm.release_metadata.wait(20)
+                payload = json.dumps({"agentId": 42, "agentName": "garm-runner-1"}).encode()
+                self.send_response(200)
+                self.send_header("Content-Length", str(len(payload)))
+                self.end_headers()
+                self.wfile.write(payload)
+
+            def do_POST(self) -> None:
+                length = int(self.headers.get("Content-Length", "0"))
+                body = json.loads(self.rfile.read(length))
+                self._record(body)
+                if body.get("status") == "idle":
+                    garm.idle.set()
+                self.send_response(200)
+                self.send_header("Content-Length", "0")
+                self.end_headers()
+
+        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.url = f"http://127.0.0.1:{self.server.server_address[1]}/api/v1"
+        self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
+
+    def __enter__(self) -> FakeGarm:
+        self.thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.release_metadata.set()
+        self.server.shutdown()
+        self.server.server_close()
+
+
+@pytest.fixture
+def fake_garm() -> Iterator[FakeGarm]:
+    with FakeGarm() as garm:
+        yield garm
+
+
+def test_runner_agent_reports_installing_then_idle(
+    provider: Provider, fake_garm: FakeGarm
+) -> None:
+    token = "instance-token-standin-test"
+    started = time.monotonic()
+    created = provider.create(
+        "garm-runner-1",
+        **{
+            "callback-url": f"{fake_garm.url}/callbacks",
+            "metadata-url": f"{fake_garm.url}/metadata",
+            "instance-token": token,
+        },
+    )
+    # CreateInstance returned while the agent is still blocked on the metadata request, so the
+    # agent does not hold GARM's stdout pipe open.
+    assert not fake_garm.idle.is_set()
+    assert time.monotonic() - started < 15
+    fake_garm.release_metadata.set()
+    assert fake_garm.idle.wait(30), fake_garm.requests
+    bearer = f"Bearer {token}"
+    assert fake_garm.requests == [
+        (
+            "POST",
+            "/api/v1/callbacks/status",
+            bearer,
+            {"status": "installing", "message": "configuring runner"},
+        ),
+        ("GET", "/api/v1/metadata/credentials/runner", bearer, None),
+        (
+            "POST",
+            "/api/v1/callbacks/system-info/",
+            bearer,
+            {"os_name": "Ubuntu", "os_version": "24.04", "agent_id": 42},
+        ),
+        (
+            "POST",
+            "/api/v1/callbacks/status",
+            bearer,
+            {"status": "idle", "message": "runner successfully installed", "agent_id": 42},
+        ),
+    ]
+    log = provider.config_file.with_name(
+        provider.config_file.name + ".standin-agent-garm-runner-1.log"
+    )
+    deadline = time.monotonic() + 10
+    while "done" not in log.read_text() and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert "runner-agent garm-runner-1: done" in log.read_text()
+    assert token not in log.read_text()
+    assert created["status"] == "running"
+
+
+def test_runner_agent_without_jit_fetches_a_registration_token(
+    provider: Provider, fake_garm: FakeGarm
+) -> None:
+    fake_garm.release_metadata.set()
+    provider.create(
+        "garm-runner-1",
+        jit_config_enabled=False,
+        **{
+            "callback-url": f"{fake_garm.url}/callbacks/status",
+            "metadata-url": f"{fake_garm.url}/metadata",
+            "instance-token": "tok",
+        },
+    )
+    assert fake_garm.idle.wait(30), fake_garm.requests
+    paths = [(method, path) for method, path, _, _ in fake_garm.requests]
+    assert paths == [
+        ("POST", "/api/v1/callbacks/status"),
+        ("GET", "/api/v1/metadata/runner-registration-token/"),
+        ("POST", "/api/v1/callbacks/system-info/"),
+        ("POST", "/api/v1/callbacks/status"),
+    ]
+    assert fake_garm.requests[-1][3]["agent_id"] is None
+
+
+def test_runner_agent_only_talks_to_loopback(provider: Provider) -> None:
+    provider.create(
+        "garm-runner-1",
+        **{
+            "callback-url": "http://192.0.2.1/api/v1/callbacks",
+            "metadata-url": "http://192.0.2.1/api/v1/metadata",
+            "instance-token": "tok",
+        },
+    )
+    logs = list(provider.config_file.parent.glob("*.standin-agent-*.log"))
+    assert logs == []
