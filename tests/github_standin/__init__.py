@@ -1,0 +1,50 @@
+"""A GitHub stand-in real GARM can run its whole scale-set life cycle against.
+
+Standard library only. ``GitHubStandin`` serves on 127.0.0.1 (a free port) and records every
+request. Point GARM's ``github.com`` endpoint at it with ``endpoint_params()``.
+
+What it answers (paths as GARM v0.2.1-afda4e76 calls them):
+
+- REST API under ``/api/v3`` (the GitHub Enterprise Server layout go-github uses for any
+  non-github.com host): ``GET rate_limit``; ``POST app/installations/{id}/access_tokens``
+  (needs a JWT-shaped ``Bearer`` token); ``POST {orgs/o|repos/o/r|enterprises/e}/actions/
+  runners/registration-token``; ``GET .../actions/runners/downloads``; ``GET {orgs/o|
+  enterprises/e}/actions/runner-groups``. Answers carry ``X-RateLimit-*`` headers.
+- ``POST /actions/runner-registration`` (``RemoteAuth <registration token>``): answers the
+  entity's Actions service URL, ``{base}/actions-service/{tenant}/``, and a JWT with ``exp``.
+- Actions service, ``_apis/runtime/runnerscalesets``: list (by ``name``/``runnerGroupId``),
+  create, get, patch, delete (204); ``/{id}/sessions`` create, refresh (PATCH), delete;
+  ``/{id}/acquirablejobs``; ``/{id}/acquirejobs``; ``/{id}/generatejitconfig``;
+  ``_apis/runtime/runnergroups?groupName=``; ``_apis/distributedtask/pools/0/agents`` list (by
+  ``agentName``), get, delete.
+- The message queue ``/message-queue/{session}``: ``GET ?lastMessageId=N`` long-polls up to
+  ``poll_timeout`` and answers 202 with an empty body when nothing came (as GARM expects);
+  ``DELETE .../{messageId}`` acknowledges.
+- Refusals as GitHub gives them, in JSON: 401 (missing/unknown/expired credentials), 404
+  (unknown scale set, session, agent, route), 400 (duplicate scale set name in a runner group,
+  as GARM's client notes), 409 (a second live session for a scale set, an existing runner
+  name, deleting a busy runner). Unknown routes answer 404 and are recorded with route None.
+
+Job flow (control API): ``queue_job`` posts JobAvailable; GARM's acquire makes the stand-in post
+JobAssigned (raising ``totalAssignedJobs``, GARM's desired runner count); ``start_job`` posts
+JobStarted for a runner GARM created (busy); ``complete_job`` posts JobCompleted and, as GitHub
+does with an ephemeral runner, unregisters the runner.
+
+Deliberately not done: signatures of the App JWT and of the tokens it hands out are neither
+made nor verified (tokens are unsigned JWT-shaped strings); personal access tokens are accepted
+as they come; runner binaries are not served (download URLs point here and answer 404); the JIT
+config is well-formed but useless to a real runner; no webhooks, no REST runner listing, no
+pools API, no Gitea; orgs and repos exist implicitly (any name is accepted).
+"""
+
+from .model import JobView, RecordedRequest, RunnerView, ScaleSetView, StandinError
+from .server import GitHubStandin
+
+__all__ = [
+    "GitHubStandin",
+    "JobView",
+    "RecordedRequest",
+    "RunnerView",
+    "ScaleSetView",
+    "StandinError",
+]
