@@ -59,7 +59,10 @@ script does. It never downloads or runs the GitHub runner, and exits within
 
 State lives beside the provider config file, so each configured provider has its own:
 ``<config>.standin-state.json`` (servers, replaced atomically under an exclusive lock on
-``<config>.standin.lock``) and one ``<config>.standin-agent-<name>.log`` per simulated agent.
+``<config>.standin.lock``), ``<config>.standin-calls.jsonl`` (one JSON line per command that
+got past configuration loading: time, command, pool and instance IDs, instance name, exit code;
+never the bootstrap parameters) and one ``<config>.standin-agent-<name>.log`` per simulated
+agent.
 
 Tests install a copy with :func:`install`, which points the shebang at the running Python.
 Standard library only; protocol facts from cloudbase/garm ``runner/providers/v0.1.0`` and
@@ -332,6 +335,20 @@ class Store:
         base = Path(config_file)
         self.path = base.with_name(base.name + ".standin-state.json")
         self.lock_path = base.with_name(base.name + ".standin.lock")
+
+    def record_call(self, env: Environment, exit_code: int) -> None:
+        """Append one JSON line naming the command GARM ran and how it ended (no secrets)."""
+        entry = {
+            "time": round(time.time(), 3),
+            "command": env.command,
+            "pool_id": env.pool_id,
+            "instance_id": env.instance_id,
+            "name": str(env.bootstrap.get("name", "")),
+            "exit_code": exit_code,
+        }
+        calls = self.path.with_name(self.path.name.replace("state.json", "calls.jsonl"))
+        with open(calls, "a", encoding="utf-8") as handle:
+            handle.write(json.dumps(entry) + "\n")
 
     def agent_log(self, name: str) -> Path:
         """Return the log file of the simulated runner agent of one instance."""
@@ -757,9 +774,11 @@ def main(environ: Mapping[str, str] = os.environ) -> int:
     try:
         output = run(env, config)
     except ProviderError as exc:
+        Store(env.config_file).record_call(env, EXIT_FAILED)
         sys.stderr.write(f"failed to run command: {exc}")
         sys.stderr.flush()
         return EXIT_FAILED
+    Store(env.config_file).record_call(env, 0)
     sys.stdout.buffer.write(output)
     sys.stdout.buffer.flush()
     return 0

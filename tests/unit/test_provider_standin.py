@@ -436,6 +436,20 @@ def test_commands_wait_for_the_state_lock(provider: Provider) -> None:
     assert [instance["name"] for instance in provider.list()] == ["garm-runner-1"]
 
 
+def test_every_command_is_recorded_without_the_bootstrap_params(provider: Provider) -> None:
+    provider.create("garm-runner-1", **{"instance-token": "token-not-recorded"})
+    provider.run("GetInstance", GARM_INSTANCE_ID="garm-nobody")
+    calls_path = provider.config_file.with_name(provider.config_file.name + ".standin-calls.jsonl")
+    text = calls_path.read_text()
+    assert "token-not-recorded" not in text
+    calls = [json.loads(line) for line in text.splitlines()]
+    summary = [(c["command"], c["name"], c["instance_id"], c["exit_code"]) for c in calls]
+    assert summary == [
+        ("CreateInstance", "garm-runner-1", "", 0),
+        ("GetInstance", "", "garm-nobody", 1),
+    ]
+
+
 def test_each_provider_config_has_its_own_state(provider: Provider, executable: Path) -> None:
     other = make_provider(provider.config_file.parent, executable, unit="cfg-b-0")
     created = provider.create("garm-runner-1")
