@@ -1,0 +1,135 @@
+"""Fixtures of the conformance tests: each test runs once per GARM backend.
+
+The backend is in the test id (``[emulator]``, ``[real]``). Real GARM is the binary named by
+``GARM_BIN`` (else ``../shared/garm/bin/garm``), started through the charm's entrypoint with the
+stand-in provider and pointed at the GitHub stand-in; without a binary its tests skip, all with
+one reason. A difference between the two backends is an emulator defect.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from garm_api import GarmClient
+from tests.conformance.backends import EMULATOR, REAL, ProxiedEmulator
+from tests.garm_emulator import GarmEmulator
+from tests.log_secrets import SECRET_VALUES, captured_log_text, register_secret
+from tests.real_garm import provider_standin
+from tests.real_garm.harness import (
+    DEFAULT_ADMIN,
+    SKIP_REASON,
+    RealGarm,
+    garm_binary,
+    standalone_environment,
+)
+
+# The provider every standalone backend loads, as the charm would publish it.
+PROVIDER_NAME = "garm-configurator-0"
+ADMIN_USERNAME, ADMIN_PASSWORD = DEFAULT_ADMIN
+register_secret(ADMIN_PASSWORD)
+
+Garm = ProxiedEmulator | RealGarm
+
+
+def provider_entry(unit_name: str) -> dict[str, str]:
+    """A provider as the charm publishes it in ``GARM_PROVIDERS_JSON``."""
+    return {
+        "unit_name": unit_name,
+        "network": "runner-net",
+        "auth_url": "https://keystone.example:5000/v3",
+        "username": f"{unit_name}-user",
+        "password": f"{unit_name}-openstack-password",
+        "project_name": "runners",
+        "user_domain_name": "Default",
+        "project_domain_name": "Default",
+        "region_name": "RegionOne",
+    }
+
+
+@pytest.fixture
+def github() -> Iterator["GitHubStandin"]:
+    """A started GitHub stand-in on 127.0.0.1."""
+    from tests.github_standin import GitHubStandin  # noqa: PLC0415
+
+    standin = GitHubStandin()
+    standin.start()
+    try:
+        yield standin
+    finally:
+        standin.stop()
+
+
+@pytest.fixture(params=[EMULATOR, REAL])
+def backend(request: pytest.FixtureRequest) -> str:
+    """The backend name of this test run; real GARM skips when its binary is missing."""
+    if request.param == REAL and garm_binary() is None:
+        pytest.skip(SKIP_REASON)
+    return request.param
+
+
+@pytest.fixture
+def garm(backend: str, tmp_path: Path, request: pytest.FixtureRequest) -> Iterator[Garm]:
+    """A started GARM of this run's backend, not initialised, with one provider loaded."""
+    if backend == EMULATOR:
+        proxied = ProxiedEmulator(GarmEmulator(providers=[PROVIDER_NAME]).start())
+        try:
+            yield proxied
+        finally:
+            proxied.stop()
+        return
+    yield from _real_garm(tmp_path, request.getfixturevalue("github"))
+
+
+def _real_garm(tmp_path: Path, github: "GitHubStandin") -> Iterator[RealGarm]:
+    binary = garm_binary()
+    assert binary is not None
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    work = tmp_path / "garm"
+    work.mkdir()
+    real = RealGarm(
+        work,
+        binary=binary,
+        provider_binary=provider_standin.install(bin_dir),
+        github_endpoint=github.endpoint_params(),
+    )
+    environment = standalone_environment([provider_entry(PROVIDER_NAME)])
+    provider = json.loads(environment["GARM_PROVIDERS_JSON"])[0]
+    register_secret(provider["password"], environment["GARM_JWT_SECRET"])
+    register_secret(environment["GARM_PASSPHRASE"])
+    real.start(environment)
+    try:
+        yield real
+    finally:
+        real.stop()
+
+
+@pytest.fixture
+def ready_garm(garm: Garm) -> Garm:
+    """The backend after first-run as the admin, with its controller URLs set."""
+    garm.bootstrap(ADMIN_USERNAME, ADMIN_PASSWORD, urls=True)
+    return garm
+
+
+@pytest.fixture
+def client(ready_garm: Garm) -> Iterator[GarmClient]:
+    """The charm's GARM client, logged in through the recording proxy."""
+    with GarmClient(ready_garm.url) as garm_client:
+        garm_client.login(ADMIN_USERNAME, ADMIN_PASSWORD)
+        ready_garm.clear_requests()
+        yield garm_client
+
+
+@pytest.fixture(autouse=True)
+def _no_secret_in_logs(caplog: pytest.LogCaptureFixture) -> Iterator[None]:
+    """Fail any test whose captured log holds a secret value the suite knows about."""
+    caplog.set_level(logging.DEBUG)
+    yield
+    text = captured_log_text(caplog)
+    leaked = sorted(v for v in SECRET_VALUES if v in text)
+    assert not leaked, f"{len(leaked)} secret value(s) reached the log"

@@ -1,0 +1,157 @@
+"""The charm's hooks against each GARM backend: what GARM itself received and answered.
+
+The charm runs through ``ops.testing``; every call it makes passes the recording proxy, so the
+assertions read what GARM saw (and its status codes), never the charm's own counters. On real
+GARM, every replan of the charm restarts the GARM process through the charm's entrypoint with
+the planned environment.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Iterator
+from pathlib import Path
+
+import ops
+import pytest
+
+import workload
+from tests.charm_driver import CharmDriver, Configurator, base_state, configurator
+from tests.conformance.backends import EMULATOR, ProxiedEmulator
+from tests.conformance.conftest import Garm
+from tests.garm_emulator import GarmEmulator
+from tests.real_garm import provider_standin
+from tests.real_garm.harness import RealGarm, garm_binary
+from tests.real_garm.proxy import LOGIN_PATH, RecordedCall
+
+SCALESETS = 10
+
+
+@pytest.fixture
+def charm_garm(backend: str, tmp_path: Path, request: pytest.FixtureRequest) -> Iterator[Garm]:
+    """A GARM with nothing in it, started by the charm's first replan (real) or at once."""
+    if backend == EMULATOR:
+        proxied = ProxiedEmulator(GarmEmulator(providers=[]).start())
+        try:
+            yield proxied
+        finally:
+            proxied.stop()
+        return
+    github: "GitHubStandin" = request.getfixturevalue("github")
+    binary = garm_binary()
+    assert binary is not None
+    (tmp_path / "bin").mkdir()
+    (tmp_path / "garm").mkdir()
+    real = RealGarm(
+        tmp_path / "garm",
+        binary=binary,
+        provider_binary=provider_standin.install(tmp_path / "bin"),
+        github_endpoint=github.endpoint_params(),
+    )
+    real.proxy.start()
+    try:
+        yield real
+    finally:
+        real.stop()
+
+
+@pytest.fixture
+def driver(charm_garm: Garm, tmp_path: Path) -> CharmDriver:
+    """The real charm, deployed and bootstrapped against this run's GARM."""
+    data = tmp_path / "data"
+    data.mkdir()
+    charm = CharmDriver(charm_garm, base_state(data), ready_timeout=10.0)
+    charm.run(charm.ctx.on.install())
+    charm.run(charm.ctx.on.leader_elected())
+    container = charm.state.get_container(workload.CONTAINER_NAME)
+    charm.run(charm.ctx.on.pebble_ready(container))
+    return charm
+
+
+def quiet_configurator(number: int, relation_id: int) -> Configurator:
+    """A configurator with its own App, organisation and scale set, and no idle runner."""
+    return configurator(
+        f"cfg-{number}",
+        relation_id=relation_id,
+        org=f"org-{number}",
+        app_id=str(1000 + number),
+        installation_id=str(2000 + number),
+        extra={"min_idle_runner": "0"},
+    )
+
+
+# The charm's unauthenticated readiness probe: GARM's 401 there means "initialised".
+READINESS_PROBE = ("GET", "/controller-info", 401)
+
+
+def refused(calls: list[RecordedCall]) -> list[tuple[str, str, int]]:
+    """The calls GARM refused, as (method, path, status), the readiness probe aside."""
+    found = [(c.method, c.path, c.status) for c in calls if c.refused]
+    return [call for call in found if call != READINESS_PROBE]
+
+
+def test_bootstrap_runs_first_run_once_and_reaches_waiting(driver: CharmDriver, charm_garm: Garm):
+    assert driver.state.unit_status == ops.WaitingStatus("Waiting for garm-configurator relation")
+    first_runs = [c for c in charm_garm.requests if c.path == "/first-run"]
+    assert [(c.method, c.status) for c in first_runs] == [("POST", 200)]
+    controller = charm_garm.controller()
+    assert controller["metadata_url"].endswith("/api/v1/metadata")
+    assert controller["callback_url"].endswith("/api/v1/callbacks")
+
+
+def test_converged_hook_with_ten_scalesets_makes_no_write(driver: CharmDriver, charm_garm: Garm):
+    for number in range(SCALESETS):
+        driver.add_configurator(quiet_configurator(number, relation_id=number + 1))
+    driver.run(driver.ctx.on.update_status())
+    assert len(charm_garm.scalesets()) == SCALESETS
+    assert driver.state.unit_status == ops.ActiveStatus()
+
+    charm_garm.clear_requests()
+    replans = driver.replans
+    driver.run(driver.ctx.on.update_status())
+
+    calls = charm_garm.requests
+    assert [(c.method, c.path) for c in calls if c.method != "GET"] == [("POST", LOGIN_PATH)]
+    assert refused(calls) == []
+    assert driver.replans == replans
+
+
+def test_removing_a_configurator_converges_in_one_hook_without_a_refused_call(
+    driver: CharmDriver, charm_garm: Garm
+):
+    kept = quiet_configurator(1, relation_id=1)
+    gone = quiet_configurator(2, relation_id=2)
+    driver.add_configurator(kept)
+    driver.add_configurator(gone)
+    driver.run(driver.ctx.on.update_status())
+    gone_credential = next(c for c in charm_garm.credentials() if c["name"] == "app-1002-2002")
+    gone_org = next(o for o in charm_garm.organizations() if o["name"] == "org-2")
+    (gone_scaleset,) = [s for s in charm_garm.scalesets() if s["name"].startswith("cfg-2-")]
+
+    charm_garm.clear_requests()
+    driver.remove_relation(gone.relation)
+
+    calls = charm_garm.requests
+    assert refused(calls) == []
+    assert [c.path for c in calls if c.method == "DELETE"] == [
+        f"/scalesets/{gone_scaleset['id']}",
+        f"/organizations/{gone_org['id']}",
+        f"/github/credentials/{gone_credential['id']}",
+    ]
+    assert [o["name"] for o in charm_garm.organizations()] == ["org-1"]
+    assert [c["name"] for c in charm_garm.credentials()] == ["app-1001-2001"]
+    assert [s["name"].split("-")[1] for s in charm_garm.scalesets()] == ["1"]
+
+    charm_garm.clear_requests()
+    driver.run(driver.ctx.on.update_status())
+    assert [c.method for c in charm_garm.requests if c.method != "GET"] == ["POST"]
+
+
+def test_replan_restarts_garm_with_the_published_providers(driver: CharmDriver, charm_garm: Garm):
+    driver.add_configurator(quiet_configurator(1, relation_id=1))
+    assert charm_garm.providers() == ["cfg-1-0"]
+    cfg = quiet_configurator(2, relation_id=2)
+    driver.add_configurator(cfg)
+    assert sorted(charm_garm.providers()) == ["cfg-1-0", "cfg-2-0"]
+    state = dataclasses.replace(driver.state)
+    assert state.unit_status == ops.ActiveStatus()

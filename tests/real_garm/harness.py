@@ -1,0 +1,397 @@
+"""Run the real GARM server for tests, started exactly as the charm's Pebble layer starts it.
+
+:class:`RealGarm` runs ``garm_entrypoint`` with a service environment (the one the charm planned,
+or one built the same way), so the entrypoint validates it, writes ``config.toml`` and the
+provider files and execs the GARM binary. Only the :class:`garm_entrypoint.Layout` differs from
+production: a temporary configuration directory, the SQLite file inside it, GARM on a free port
+of 127.0.0.1 and the stand-in external provider in place of the OpenStack one.
+
+In front of GARM sits a :class:`~tests.real_garm.proxy.RecordingProxy`, so tests see what GARM
+itself received and answered. After GARM accepts its controller URLs, the proxy has the harness
+point GARM's ``github.com`` endpoint at the GitHub stand-in, before any credential can exist.
+
+The surface follows the emulator's where the charm driver and the conformance tests use it
+(``url``, ``base_url``, ``requests``, ``writes()``, ``clear_requests()``, ``bootstrap()``,
+``replan()`` and the read views), so a test can take either backend.
+
+Every process is started in its own session and stopped by its pid (the whole group, so the
+provider children go too). GARM's log is kept in the work directory for failure messages.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import secrets
+import signal
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+import httpx
+
+import garm_entrypoint
+from tests.real_garm.proxy import API_PREFIX, RecordedCall, RecordingProxy, writes
+
+REPO_ROOT = Path(__file__).resolve().parents[2]
+SRC_DIR = REPO_ROOT / "src"
+DEFAULT_GARM_BIN = REPO_ROOT.parent / "shared" / "garm" / "bin" / "garm"
+GARM_BIN_ENV = "GARM_BIN"
+SKIP_REASON = (
+    f"real GARM not found: set {GARM_BIN_ENV} or provide {DEFAULT_GARM_BIN} "
+    "(built from cloudbase/garm, see ../shared/garm/README.md)"
+)
+DEFAULT_ADMIN = ("admin", "Real-Garm-Adm1n-Passw0rd-9f3c7a1e")
+START_TIMEOUT = 15.0
+STOP_TIMEOUT = 10.0
+
+# Runs the charm's entrypoint with a test layout; the entrypoint then execs GARM in place, so
+# the process started here is GARM itself and its pid is GARM's.
+_RUNNER = """
+import json, sys
+from pathlib import Path
+sys.path.insert(0, sys.argv[1])
+import garm_entrypoint
+fields = json.loads(sys.argv[2])
+fields["config_dir"] = Path(fields["config_dir"])
+sys.exit(garm_entrypoint.main(layout=garm_entrypoint.Layout(**fields)))
+"""
+
+
+class GarmStartError(RuntimeError):
+    """GARM exited or did not answer in time; the message carries the end of its log."""
+
+
+def garm_binary() -> Path | None:
+    """Return the GARM binary to test against: ``$GARM_BIN``, else the shared one, else None."""
+    configured = os.environ.get(GARM_BIN_ENV)
+    candidate = Path(configured) if configured else DEFAULT_GARM_BIN
+    return candidate if candidate.is_file() and os.access(candidate, os.X_OK) else None
+
+
+def free_port() -> int:
+    """Return a port of 127.0.0.1 that was free a moment ago."""
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return probe.getsockname()[1]
+
+
+def standalone_environment(providers: list[dict[str, str]] | None = None) -> dict[str, str]:
+    """Build a service environment as the charm would, with fresh secrets, on SQLite."""
+    import secrets_store
+    import workload
+
+    source = workload.entrypoint_source()
+    return workload.build_environment(
+        providers_json=json.dumps(providers or []),
+        jwt_secret=secrets.token_hex(32),
+        passphrase=secrets_store.generate_passphrase(),
+        database=workload.DatabaseConfig.sqlite(),
+        app_base_url="http://garm.test.svc.cluster.local:8080",
+        proxy_env={},
+        config_version=workload.config_version(source),
+    )
+
+
+class RealGarm:
+    """One real GARM, its recording proxy and its working directory.
+
+    Args:
+        workdir: an empty directory the harness owns (configuration, database, log).
+        binary: the GARM executable.
+        provider_binary: the external provider GARM runs for every configured provider.
+        github_endpoint: the JSON body for ``PUT /github/endpoints/github.com`` (the GitHub
+            stand-in's URLs), or None to leave GARM pointing at github.com.
+    """
+
+    def __init__(
+        self,
+        workdir: Path,
+        *,
+        binary: Path,
+        provider_binary: Path,
+        github_endpoint: Mapping[str, str] | None = None,
+    ) -> None:
+        self.workdir = workdir
+        self.binary = binary
+        self.provider_binary = provider_binary
+        self.github_endpoint = dict(github_endpoint) if github_endpoint else None
+        self.admin: tuple[str, str] | None = None
+        self.environment: dict[str, str] = {}
+        self.starts = 0
+        self._endpoint_pointed = False
+        self._process: subprocess.Popen[bytes] | None = None
+        self._port = 0
+        self._token: str | None = None
+        self.proxy = RecordingProxy()
+        self.proxy.on_urls_set = self._point_endpoint_once
+
+    # ---- lifecycle ------------------------------------------------------------------------
+
+    def start(self, environment: Mapping[str, str] | None = None) -> RealGarm:
+        """Start the proxy and GARM with ``environment`` (a standalone one when None)."""
+        if self._server_started():
+            return self
+        self.proxy.start()
+        self._launch(dict(environment) if environment is not None else standalone_environment())
+        return self
+
+    def replan(self, environment: Mapping[str, str]) -> None:
+        """Restart GARM with a new service environment, as Pebble does on a changed layer."""
+        self._terminate()
+        self._launch(dict(environment))
+
+    def restart(self) -> None:
+        """Restart GARM with the environment it runs with."""
+        self.replan(self.environment)
+
+    def stop(self) -> None:
+        """Stop GARM (and everything it started) by its pid, then the proxy."""
+        self._terminate()
+        self.proxy.stop()
+
+    def __enter__(self) -> RealGarm:
+        return self.start()
+
+    def __exit__(self, *_exc: object) -> None:
+        self.stop()
+
+    @property
+    def pid(self) -> int | None:
+        """GARM's pid while it runs."""
+        return self._process.pid if self._process is not None else None
+
+    @property
+    def log_path(self) -> Path:
+        """GARM's own log (stdout and stderr)."""
+        return self.workdir / "garm.log"
+
+    def log_tail(self, lines: int = 30) -> str:
+        """The last lines of GARM's log."""
+        try:
+            text = self.log_path.read_text(encoding="utf-8", errors="replace")
+        except OSError:
+            return ""
+        return "\n".join(text.splitlines()[-lines:])
+
+    # ---- the emulator's surface -----------------------------------------------------------
+
+    @property
+    def base_url(self) -> str:
+        """The proxy's ``http://127.0.0.1:<port>``: what the charm and tests talk to."""
+        return self.proxy.base_url
+
+    @property
+    def url(self) -> str:
+        """The API base URL, through the proxy."""
+        return self.proxy.base_url + API_PREFIX
+
+    @property
+    def requests(self) -> list[RecordedCall]:
+        """Every call GARM received through the proxy, oldest first."""
+        return self.proxy.calls
+
+    def writes(self) -> list[RecordedCall]:
+        """The calls that change GARM's state, login excepted."""
+        return writes(self.proxy.calls)
+
+    def clear_requests(self) -> None:
+        """Forget the recorded calls."""
+        self.proxy.clear()
+
+    def bootstrap(
+        self,
+        username: str = DEFAULT_ADMIN[0],
+        password: str = DEFAULT_ADMIN[1],
+        urls: bool = True,
+    ) -> str:
+        """First-run, login and (with ``urls``) the controller URLs, through GARM's own API.
+
+        The calls go to GARM directly, not through the proxy, so they are not recorded.
+        Returns the admin's bearer token.
+        """
+        with httpx.Client(base_url=self._direct_url, timeout=30) as http:
+            _check(http.post("/first-run", json=_new_user(username, password)))
+            self.admin = (username, password)
+            token = self._login(http)
+            if urls:
+                base = f"http://127.0.0.1:{self._port}"
+                body = {
+                    "metadata_url": f"{base}/api/v1/metadata",
+                    "callback_url": f"{base}/api/v1/callbacks",
+                    "webhook_url": f"{base}/webhooks",
+                    "agent_url": f"{base}/agent",
+                }
+                _check(http.put("/controller", json=body, headers=_bearer(token)))
+                self._point_endpoint_once(f"Bearer {token}")
+        return token
+
+    # ---- read views, through GARM's API as the admin --------------------------------------
+
+    def get(self, path: str, **params: str) -> Any:
+        """``GET`` one API path as the admin (not recorded) and return the decoded JSON."""
+        with httpx.Client(base_url=self._direct_url, timeout=30) as http:
+            if self._token is None:
+                self._token = self._login(http)
+            response = http.get(path, params=params, headers=_bearer(self._token))
+            if response.status_code == 401:
+                self._token = self._login(http)
+                response = http.get(path, params=params, headers=_bearer(self._token))
+            _check(response)
+            return response.json()
+
+    def controller(self) -> dict[str, Any]:
+        """GARM's controller information."""
+        return self.get("/controller")
+
+    def credentials(self) -> list[dict[str, Any]]:
+        """The credentials as GARM lists them."""
+        return self.get("/github/credentials") or []
+
+    def organizations(self) -> list[dict[str, Any]]:
+        """The organisations as GARM lists them."""
+        return self.get("/organizations") or []
+
+    def repositories(self) -> list[dict[str, Any]]:
+        """The repositories as GARM lists them."""
+        return self.get("/repositories") or []
+
+    def scalesets(self) -> list[dict[str, Any]]:
+        """The scale sets as GARM lists them."""
+        return self.get("/scalesets") or []
+
+    def scaleset_by_name(self, name: str) -> dict[str, Any] | None:
+        """The named scale set as GARM lists it, or None."""
+        return next((s for s in self.scalesets() if s.get("name") == name), None)
+
+    def instances(self, scaleset_name: str | None = None) -> list[dict[str, Any]]:
+        """Runners of one scale set (or of all) as GARM lists them."""
+        if scaleset_name is None:
+            return self.get("/instances") or []
+        scaleset = self.scaleset_by_name(scaleset_name)
+        if scaleset is None:
+            return []
+        return self.get(f"/scalesets/{scaleset['id']}/instances") or []
+
+    def providers(self) -> list[str]:
+        """Names of the providers GARM loaded."""
+        return [p["name"] for p in self.get("/providers") or []]
+
+    def templates(self) -> list[dict[str, Any]]:
+        """The templates as GARM lists them."""
+        return self.get("/templates") or []
+
+    # ---- internals ------------------------------------------------------------------------
+
+    @property
+    def _direct_url(self) -> str:
+        return f"http://127.0.0.1:{self._port}{API_PREFIX}"
+
+    def _server_started(self) -> bool:
+        return self._process is not None and self._process.poll() is None
+
+    def _layout(self, port: int) -> dict[str, Any]:
+        return {
+            "config_dir": str(self.workdir / "etc"),
+            "garm_binary": str(self.binary),
+            "provider_binary": str(self.provider_binary),
+            "bind_address": "127.0.0.1",
+            "port": port,
+        }
+
+    def _launch(self, environment: dict[str, str]) -> None:
+        self.environment = dict(environment)
+        env = {**environment, "PATH": os.environ.get("PATH", "/usr/bin:/bin")}
+        if env.get(garm_entrypoint.GARM_DB_BACKEND) == garm_entrypoint.BACKEND_SQLITE:
+            # The pod's storage path, moved into the work directory.
+            env[garm_entrypoint.GARM_SQLITE_DB_FILE] = str(self.workdir / "garm.db")
+        self._port = free_port()
+        command = [
+            sys.executable,
+            "-c",
+            _RUNNER,
+            str(SRC_DIR),
+            json.dumps(self._layout(self._port)),
+        ]
+        with self.log_path.open("ab") as log:
+            self._process = subprocess.Popen(
+                command, env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True
+            )
+        self.starts += 1
+        self.proxy.retarget(self._port)
+        self._token = None
+        self._wait_until_answering()
+
+    def _wait_until_answering(self) -> None:
+        deadline = time.monotonic() + START_TIMEOUT
+        while time.monotonic() < deadline:
+            if self._process is not None and self._process.poll() is not None:
+                raise GarmStartError(
+                    f"GARM exited with {self._process.returncode}:\n{self.log_tail()}"
+                )
+            try:
+                httpx.get(f"{self._direct_url}/controller-info", timeout=1)
+                return
+            except httpx.TransportError:
+                time.sleep(0.05)
+        raise GarmStartError(f"GARM did not answer in {START_TIMEOUT} s:\n{self.log_tail()}")
+
+    def _terminate(self) -> None:
+        process, self._process = self._process, None
+        if process is None or process.poll() is not None:
+            return
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(process.pid, signal.SIGTERM)
+        try:
+            process.wait(timeout=STOP_TIMEOUT)
+        except subprocess.TimeoutExpired:
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(process.pid, signal.SIGKILL)
+            process.wait(timeout=STOP_TIMEOUT)
+
+    def _login(self, http: httpx.Client) -> str:
+        if self.admin is None:
+            raise RuntimeError("the admin of this GARM is not known yet")
+        username, password = self.admin
+        response = http.post("/auth/login", json={"username": username, "password": password})
+        _check(response)
+        return response.json()["token"]
+
+    def _point_endpoint_once(self, authorization: str) -> None:
+        """Point ``github.com`` at the stand-in, once per database, before any credential."""
+        if self.github_endpoint is None or self._endpoint_pointed:
+            return
+        response = httpx.put(
+            f"{self._direct_url}/github/endpoints/github.com",
+            json=self.github_endpoint,
+            headers={"Authorization": authorization},
+            timeout=30,
+        )
+        _check(response)
+        self._endpoint_pointed = True
+
+
+def _new_user(username: str, password: str) -> dict[str, str]:
+    return {
+        "username": username,
+        "password": password,
+        "email": f"{username}@garm.test",
+        "full_name": "GARM test admin",
+    }
+
+
+def _bearer(token: str) -> dict[str, str]:
+    return {"Authorization": f"Bearer {token}"}
+
+
+def _check(response: httpx.Response) -> None:
+    if response.is_error:
+        raise RuntimeError(
+            f"GARM answered {response.request.method} {response.request.url.path} with "
+            f"{response.status_code}: {response.text[:300]}"
+        )

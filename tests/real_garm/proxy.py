@@ -1,0 +1,201 @@
+"""A recording HTTP proxy on 127.0.0.1 in front of a GARM (real or emulated).
+
+Tests read what GARM itself was asked, and what it answered, from this record rather than from
+the charm's own counters: every call the charm makes passes through here unchanged. The record
+holds the method, the path relative to ``/api/v1``, the query, the JSON body and GARM's status.
+
+One hook is offered for the real-GARM harness: a callable run after GARM accepted the controller
+URLs (``PUT /api/v1/controller``), with the caller's ``Authorization`` header, before the answer
+goes back. The harness uses it to point GARM's ``github.com`` endpoint at the GitHub stand-in at
+the only moment GARM allows it: after the URLs are set and before any credential exists.
+"""
+
+from __future__ import annotations
+
+import http.client
+import json
+import threading
+from collections.abc import Callable
+from dataclasses import dataclass
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
+from urllib.parse import parse_qsl, urlsplit
+
+API_PREFIX = "/api/v1"
+WRITE_METHODS = frozenset({"POST", "PUT", "DELETE", "PATCH"})
+LOGIN_PATH = "/auth/login"
+CONTROLLER_PATH = "/controller"
+# Headers that describe one hop, not the message: never forwarded.
+_HOP_HEADERS = frozenset(
+    {"connection", "keep-alive", "transfer-encoding", "te", "upgrade", "proxy-connection"}
+)
+
+
+@dataclass(frozen=True)
+class RecordedCall:
+    """One call GARM received through the proxy, with GARM's answer status."""
+
+    method: str
+    path: str
+    query: dict[str, str]
+    body: Any
+    status: int
+
+    @property
+    def refused(self) -> bool:
+        """Whether GARM answered with a client or server error."""
+        return self.status >= 400
+
+
+UrlsSetHook = Callable[[str], None]
+
+
+class RecordingProxy:
+    """Forward HTTP calls to ``upstream`` and remember each one.
+
+    Args:
+        upstream_port: the port GARM listens on, on 127.0.0.1; :meth:`retarget` changes it.
+    """
+
+    def __init__(self, upstream_port: int = 0) -> None:
+        self.upstream_port = upstream_port
+        self.on_urls_set: UrlsSetHook | None = None
+        self._calls: list[RecordedCall] = []
+        self._lock = threading.Lock()
+        self._server: ThreadingHTTPServer | None = None
+        self._thread: threading.Thread | None = None
+
+    def start(self) -> RecordingProxy:
+        """Listen on a free port of 127.0.0.1."""
+        server = ThreadingHTTPServer(("127.0.0.1", 0), _ProxyHandler)
+        server.daemon_threads = True
+        server.proxy = self  # type: ignore[attr-defined]
+        self._server = server
+        self._thread = threading.Thread(
+            target=server.serve_forever, args=(0.05,), name="garm-proxy", daemon=True
+        )
+        self._thread.start()
+        return self
+
+    def stop(self) -> None:
+        """Stop listening."""
+        server, self._server = self._server, None
+        if server is not None:
+            server.shutdown()
+            server.server_close()
+        if self._thread is not None:
+            self._thread.join(timeout=5)
+
+    def retarget(self, upstream_port: int) -> None:
+        """Send the next calls to another port (GARM restarted elsewhere)."""
+        self.upstream_port = upstream_port
+
+    @property
+    def base_url(self) -> str:
+        """``http://127.0.0.1:<port>``, without the API prefix."""
+        if self._server is None:
+            raise RuntimeError("the proxy is not started")
+        return f"http://127.0.0.1:{self._server.server_address[1]}"
+
+    @property
+    def calls(self) -> list[RecordedCall]:
+        """Every call so far, oldest first (a copy)."""
+        with self._lock:
+            return list(self._calls)
+
+    def clear(self) -> None:
+        """Forget the calls recorded so far."""
+        with self._lock:
+            self._calls.clear()
+
+    def record(self, call: RecordedCall) -> None:
+        """Remember one call (handler use)."""
+        with self._lock:
+            self._calls.append(call)
+
+    def forward(
+        self, method: str, target: str, body: bytes, headers: dict[str, str]
+    ) -> tuple[int, list[tuple[str, str]], bytes]:
+        """Send one request to GARM and return its status, headers and body."""
+        conn = http.client.HTTPConnection("127.0.0.1", self.upstream_port, timeout=60)
+        try:
+            conn.request(method, target, body=body or None, headers=headers)
+            response = conn.getresponse()
+            return response.status, response.getheaders(), response.read()
+        finally:
+            conn.close()
+
+
+def writes(calls: list[RecordedCall]) -> list[RecordedCall]:
+    """The calls that change GARM's state, login excepted (it only issues a token)."""
+    return [c for c in calls if c.method in WRITE_METHODS and c.path != LOGIN_PATH]
+
+
+class _ProxyHandler(BaseHTTPRequestHandler):
+    protocol_version = "HTTP/1.1"
+    # Headers and body leave in two writes; with Nagle on, the client's delayed ACK would hold
+    # the body back for tens of milliseconds on every call.
+    disable_nagle_algorithm = True
+    server: ThreadingHTTPServer
+
+    def log_message(self, format: str, *args: Any) -> None:
+        """Stay quiet: the record is the log."""
+
+    def do_GET(self) -> None:
+        self._relay()
+
+    def do_POST(self) -> None:
+        self._relay()
+
+    def do_PUT(self) -> None:
+        self._relay()
+
+    def do_DELETE(self) -> None:
+        self._relay()
+
+    def do_PATCH(self) -> None:
+        self._relay()
+
+    def _relay(self) -> None:
+        proxy: RecordingProxy = self.server.proxy  # type: ignore[attr-defined]
+        length = int(self.headers.get("Content-Length") or 0)
+        body = self.rfile.read(length) if length else b""
+        headers = {k: v for k, v in self.headers.items() if k.lower() not in _HOP_HEADERS}
+        try:
+            status, answer_headers, answer = proxy.forward(self.command, self.path, body, headers)
+        except OSError:
+            # GARM is down: the client must see a dropped connection, as it would without us.
+            self.close_connection = True
+            return
+        split = urlsplit(self.path)
+        path = (
+            split.path.removeprefix(API_PREFIX)
+            if split.path.startswith(API_PREFIX)
+            else split.path
+        )
+        if (
+            self.command == "PUT"
+            and path == CONTROLLER_PATH
+            and status == 200
+            and proxy.on_urls_set is not None
+        ):
+            proxy.on_urls_set(self.headers.get("Authorization", ""))
+        proxy.record(
+            RecordedCall(self.command, path, dict(parse_qsl(split.query)), _parse(body), status)
+        )
+        self.send_response(status)
+        for name, value in answer_headers:
+            if name.lower() not in _HOP_HEADERS and name.lower() != "content-length":
+                self.send_header(name, value)
+        self.send_header("Content-Length", str(len(answer)))
+        self.end_headers()
+        self.wfile.write(answer)
+
+
+def _parse(raw: bytes) -> Any:
+    if not raw:
+        return None
+    try:
+        return json.loads(raw)
+    except ValueError:
+        return raw.decode("utf-8", "replace")
