@@ -18,6 +18,7 @@ import pytest
 from garm_api import GarmClient
 from tests.conformance.backends import EMULATOR, REAL, ProxiedEmulator
 from tests.garm_emulator import GarmEmulator
+from tests.github_standin import GitHubStandin
 from tests.log_secrets import SECRET_VALUES, captured_log_text, register_secret
 from tests.real_garm import provider_standin
 from tests.real_garm.harness import (
@@ -52,10 +53,8 @@ def provider_entry(unit_name: str) -> dict[str, str]:
 
 
 @pytest.fixture
-def github() -> Iterator["GitHubStandin"]:
+def github() -> Iterator[GitHubStandin]:
     """A started GitHub stand-in on 127.0.0.1."""
-    from tests.github_standin import GitHubStandin  # noqa: PLC0415
-
     standin = GitHubStandin()
     standin.start()
     try:
@@ -85,7 +84,7 @@ def garm(backend: str, tmp_path: Path, request: pytest.FixtureRequest) -> Iterat
     yield from _real_garm(tmp_path, request.getfixturevalue("github"))
 
 
-def _real_garm(tmp_path: Path, github: "GitHubStandin") -> Iterator[RealGarm]:
+def _real_garm(tmp_path: Path, github: GitHubStandin) -> Iterator[RealGarm]:
     binary = garm_binary()
     assert binary is not None
     bin_dir = tmp_path / "bin"

@@ -20,6 +20,7 @@ from tests.charm_driver import CharmDriver, Configurator, base_state, configurat
 from tests.conformance.backends import EMULATOR, ProxiedEmulator
 from tests.conformance.conftest import Garm
 from tests.garm_emulator import GarmEmulator
+from tests.github_standin import GitHubStandin
 from tests.real_garm import provider_standin
 from tests.real_garm.harness import RealGarm, garm_binary
 from tests.real_garm.proxy import LOGIN_PATH, RecordedCall
@@ -37,7 +38,7 @@ def charm_garm(backend: str, tmp_path: Path, request: pytest.FixtureRequest) -> 
         finally:
             proxied.stop()
         return
-    github: "GitHubStandin" = request.getfixturevalue("github")
+    github: GitHubStandin = request.getfixturevalue("github")
     binary = garm_binary()
     assert binary is not None
     (tmp_path / "bin").mkdir()
