@@ -346,15 +346,15 @@ class StandinState:
     ) -> tuple[Message | None, int]:
         """Long-poll a session's queue: the next message after ``last_id``, or None on timeout.
 
-        Messages up to ``last_id`` count as acknowledged and are dropped. Returns the message
-        and the scale set id (for its statistics).
+        Only ``DELETE`` removes a message; one not deleted is answered again to a poll whose
+        ``last_id`` is below it (GARM relies on that to retry a message it failed to handle).
+        Returns the message and the scale set id (for its statistics).
         """
         with self._cond:
             sess = self._queue_session(session_id, token)
             scale_set = self._scale_sets[sess.scale_set_id]
             if max_capacity is not None:
                 scale_set.max_capacity = max_capacity
-            scale_set.messages = [m for m in scale_set.messages if m.id > last_id]
             sess.polling += 1
             try:
                 return self._wait_message(sess, scale_set, last_id), scale_set.id

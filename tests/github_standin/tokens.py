@@ -78,7 +78,13 @@ def timed_jwt(lifetime: float, **claims: Any) -> tuple[str, float]:
     """Return a JWT-shaped token expiring ``lifetime`` seconds from now, and that expiry."""
     now = time.time()
     expiry = now + lifetime
-    body = {"iat": int(now), "nbf": int(now), "exp": int(expiry), **claims}
+    body = {
+        "iat": int(now),
+        "nbf": int(now),
+        "exp": int(expiry),
+        "jti": secrets.token_hex(8),  # two tokens minted in one second still differ
+        **claims,
+    }
     return make_jwt(body), expiry
 
 
