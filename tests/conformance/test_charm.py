@@ -8,7 +8,6 @@ the planned environment.
 
 from __future__ import annotations
 
-import dataclasses
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -154,5 +153,4 @@ def test_replan_restarts_garm_with_the_published_providers(driver: CharmDriver, 
     cfg = quiet_configurator(2, relation_id=2)
     driver.add_configurator(cfg)
     assert sorted(charm_garm.providers()) == ["cfg-1-0", "cfg-2-0"]
-    state = dataclasses.replace(driver.state)
-    assert state.unit_status == ops.ActiveStatus()
+    assert driver.state.unit_status == ops.ActiveStatus()
