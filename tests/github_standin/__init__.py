@@ -30,6 +30,11 @@ JobAssigned (raising ``totalAssignedJobs``, GARM's desired runner count); ``star
 JobStarted for a runner GARM created (busy); ``complete_job`` posts JobCompleted and, as GitHub
 does with an ephemeral runner, unregisters the runner.
 
+Beware: GARM v0.2.1-afda4e76 panics and exits (a nil response in ``DeleteMessageSession``)
+when the session it deletes is already gone and the stand-in answers 404, as GitHub would. So
+the stand-in drops a session only when GARM deletes it, when its scale set is deleted, or when a
+new session replaces one not polled for ``session_idle_timeout``.
+
 Deliberately not done: signatures of the App JWT and of the tokens it hands out are neither
 made nor verified (tokens are unsigned JWT-shaped strings); personal access tokens are accepted
 as they come; runner binaries are not served (download URLs point here and answer 404); the JIT
