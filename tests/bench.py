@@ -8,6 +8,7 @@ Converged rows must show zero writes; the script exits non-zero otherwise.
 from __future__ import annotations
 
 import argparse
+import base64
 import dataclasses
 import statistics
 import sys
@@ -18,6 +19,7 @@ from charm_state import ScalesetSpec
 from garm_api import CreateCredentialParams, GarmClient, GithubApp
 from scaleset_reconciler import ScalesetReconciler
 from tests.garm_emulator import DEFAULT_ADMIN_PASSWORD, GarmEmulator
+from tests.rsa_keys import pkcs1_pem
 
 PROVIDER = "bench-provider-0"
 ORG = "bench-org"
@@ -74,7 +76,11 @@ def bench(count: int, repeats: int) -> list[Row]:
                 name="bench-cred",
                 description="Managed by garm",
                 endpoint="github.com",
-                app=GithubApp(app_id=1, installation_id=2, private_key_bytes="a2V5"),
+                app=GithubApp(
+                    app_id=1,
+                    installation_id=2,
+                    private_key_bytes=base64.b64encode(pkcs1_pem().encode()).decode(),
+                ),
             )
         )
         client.create_organization(ORG, "bench-cred", "0" * 64)

@@ -25,10 +25,11 @@ import workload
 from charm import GarmCharm
 from tests.garm_emulator import GarmEmulator
 from tests.log_secrets import register_secret
+from tests.rsa_keys import pkcs1_pem
 
 CONFIGURATOR = "garm-configurator"
 PASSWORD_SECRET_VALUE = "openstack-pass-\u00e9-1"
-PRIVATE_KEY_VALUE = "-----BEGIN RSA PRIVATE KEY-----\nMIIfake\n-----END RSA PRIVATE KEY-----"
+PRIVATE_KEY_VALUE = pkcs1_pem()
 
 
 register_secret(PASSWORD_SECRET_VALUE, PRIVATE_KEY_VALUE)

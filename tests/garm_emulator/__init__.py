@@ -14,7 +14,21 @@ Choices where GARM's behaviour is not pinned by the spec (keep tests honest abou
   ``template_id: 0`` reverts to no template, so the key disappears.
 * System templates cannot be changed or deleted (400); a template used by a scale set cannot be
   deleted (409).
-* Not checked: GitHub App private keys (no PEM parse) and admin password strength.
+* Admin password strength (first-run): GARM wants zxcvbn-go score 4. The emulator has no zxcvbn;
+  ``password.py`` refuses only what zxcvbn surely scores below 4 (short, low variety, repeats,
+  sequences, the most common words, l33t included), by building an explanation of the password
+  that costs fewer than ~40.9 bits. So its refusals are certain, but it accepts some passwords
+  GARM refuses (``"correcthorsebattery"``, ``"Adm1n-pass-word!!"``): check a new fixture
+  password on real GARM. The charm's generated passwords are always accepted.
+* GitHub App keys: ``private_key_bytes`` must hold a PEM block (else 400 ``invalid
+  private_key_bytes``) whose body is a PKCS#1 RSA key (else 500, as GARM's unwrapped parse
+  error); checked with ``cryptography``, which every test environment installs. Use
+  ``tests.rsa_keys`` for keys.
+* Scale-set create refusals from GARM's database layer (``max_runners`` 0, ``min_idle_runners``
+  above ``max_runners``, a missing name/image/flavor/provider) answer 500: real GARM reaches them
+  only after creating the scale set on GitHub. The emulator does not model GitHub.
+* Tags come back reversed (GARM promises no order), so no test can rely on the order sent.
+* Only the ``github.com`` endpoint exists; its URLs can be re-pointed while no credential exists.
 * A scale set whose provider is not loaded gets no work at all: its runners do not boot, do not
   scale, and pending deletes stay with ``provider_fault`` set.
 * Organization and repository names match case-insensitively (GARM's NOCASE collation).

@@ -15,7 +15,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from .state import ApiError, GarmState
+from .state import INVALID_REQUEST, JSON_NULL, ApiError, GarmState
 from .wire import to_wire
 
 # (state, path parameters, query, decoded body) -> (status, JSON payload or None for no body)
@@ -37,7 +37,7 @@ _TRUE = frozenset({"1", "t", "T", "TRUE", "true", "True"})
 def _int_id(text: str) -> int:
     # GARM parses numeric ids with strconv and answers 400 to anything else.
     if not text.isdigit():
-        raise ApiError(400, "invalid id")
+        raise ApiError(400, INVALID_REQUEST)
     return int(text)
 
 
@@ -62,7 +62,8 @@ def _providers(s: GarmState, _p: tuple[str, ...], _q: dict[str, str], _b: dict[s
 
 
 def _list_credentials(s: GarmState, _p: tuple[str, ...], _q: dict[str, str], _b: dict[str, Any]):
-    return 200, [s.credential_wire(c) for c in s.credentials.values()]
+    # GARM's credentials list is a nil slice when empty: it answers `null`, not `[]`.
+    return 200, [s.credential_wire(c) for c in s.credentials.values()] or JSON_NULL
 
 
 def _get_credential(s: GarmState, p: tuple[str, ...], _q: dict[str, str], _b: dict[str, Any]):
@@ -79,7 +80,19 @@ def _update_credential(s: GarmState, p: tuple[str, ...], _q: dict[str, str], b: 
 
 def _delete_credential(s: GarmState, p: tuple[str, ...], _q: dict[str, str], _b: dict[str, Any]):
     s.delete_credential(_int_id(p[0]))
-    return 200, None
+    return 204, None
+
+
+def _list_endpoints(s: GarmState, _p: tuple[str, ...], _q: dict[str, str], _b: dict[str, Any]):
+    return 200, [s.endpoint_wire()]
+
+
+def _get_endpoint(s: GarmState, p: tuple[str, ...], _q: dict[str, str], _b: dict[str, Any]):
+    return 200, s.get_endpoint(p[0])
+
+
+def _update_endpoint(s: GarmState, p: tuple[str, ...], _q: dict[str, str], b: dict[str, Any]):
+    return 200, s.update_endpoint(p[0], b)
 
 
 def _entity_routes(kind: str, plural: str, create_struct: str) -> list[Route]:
@@ -139,8 +152,8 @@ def _delete_scaleset(s: GarmState, p: tuple[str, ...], _q: dict[str, str], _b: d
 
 
 def _scaleset_instances(s: GarmState, p: tuple[str, ...], _q: dict[str, str], _b: dict[str, Any]):
-    row = s.scaleset(_int_id(p[0]))
-    return 200, [s.instance_wire(i) for i in s.scaleset_instances(row.id)]
+    # GARM lists by the id alone: an unknown scale set has no instances (200 []).
+    return 200, [s.instance_wire(i) for i in s.scaleset_instances(_int_id(p[0]))]
 
 
 def _list_instances(s: GarmState, _p: tuple[str, ...], _q: dict[str, str], _b: dict[str, Any]):
@@ -195,6 +208,11 @@ def _build_routes() -> list[Route]:
         ),
         _route("GET", "/controller-info", _controller),
         _route("GET", "/providers", _providers),
+        _route("GET", "/github/endpoints", _list_endpoints),
+        _route("GET", r"/github/endpoints/([^/]+)", _get_endpoint),
+        _route(
+            "PUT", r"/github/endpoints/([^/]+)", _update_endpoint, "UpdateGithubEndpointParams"
+        ),
         _route("GET", "/github/credentials", _list_credentials),
         _route("POST", "/github/credentials", _create_credential, "CreateGithubCredentialsParams"),
         _route("GET", r"/github/credentials/([^/]+)", _get_credential),
@@ -250,7 +268,8 @@ def check_gate(state: GarmState, gate: str, authorization: str | None) -> None:
     """Apply GARM's middleware chain for ``gate`` (init, then URLs, then auth).
 
     Raises:
-        ApiError: 409 ``init_required``, 409 ``urls_required`` or 401, in that order.
+        ApiError: 409 ``init_required``, 409 ``urls_required`` or 401, in that order. The auth
+            middleware's 401 says ``Authentication failed`` (handlers say ``Not Authorized``).
     """
     if gate == "open":
         return
@@ -261,9 +280,9 @@ def check_gate(state: GarmState, gate: str, authorization: str | None) -> None:
     if gate == "general" and not state.urls_ready:
         raise ApiError(
             409,
-            "Missing controller URLs: set the metadata, callback and agent URLs first",
+            "Missing required URLs. Make sure you update the metadata and callback URLs",
             error="urls_required",
         )
     scheme, _, token = (authorization or "").partition(" ")
     if scheme.lower() != "bearer" or token.strip() not in state.tokens:
-        raise ApiError(401)
+        raise ApiError(401, error="Authentication failed")

@@ -15,11 +15,22 @@ from typing import Any
 from urllib.parse import parse_qsl, urlsplit
 
 from . import routes
-from .state import ApiError, Credential, Entity, GarmState, InstanceRow, ScaleSetRow, dumps
+from .state import (
+    DEFAULT_RUNNER_GROUP,
+    INVALID_REQUEST,
+    ApiError,
+    Credential,
+    Entity,
+    GarmState,
+    InstanceRow,
+    ScaleSetRow,
+    dumps,
+)
 from .wire import DecodeError, decode_request, error_body
 
 API_PREFIX = "/api/v1"
-DEFAULT_ADMIN_PASSWORD = "Adm1n-pass-word!!"  # a test fixture value
+# A test fixture value; real GARM accepts it (zxcvbn score 4), unlike "Adm1n-pass-word!!".
+DEFAULT_ADMIN_PASSWORD = "Emulated-GARM-admin-7qX!"
 METRICS_BODY = (
     b"# HELP garm_health Emulated GARM health.\n# TYPE garm_health gauge\ngarm_health 1\n"
 )
@@ -116,6 +127,12 @@ class _Handler(BaseHTTPRequestHandler):
         self.send_header("Content-Length", str(len(payload)))
         self.end_headers()
         self.wfile.write(payload)
+
+
+def _seed_key() -> bytes:
+    from tests.rsa_keys import pkcs1_pem
+
+    return pkcs1_pem().encode("ascii")
 
 
 def _parse_body(raw: bytes) -> Any:
@@ -257,12 +274,13 @@ class GarmEmulator:
             routes.check_gate(self.state, route.gate, authorization)
             decoded: dict[str, Any] = {}
             if route.request_struct is not None:
+                # GARM answers any body its JSON decoder refuses with ErrBadRequest.
                 if not isinstance(body, dict) or not raw:
-                    raise ApiError(400, "failed to decode request body")
+                    raise ApiError(400, INVALID_REQUEST)
                 try:
                     decoded = decode_request(route.request_struct, body)
-                except DecodeError as exc:
-                    raise ApiError(400, f"failed to decode: {exc}") from None
+                except DecodeError:
+                    raise ApiError(400, INVALID_REQUEST) from None
             status, payload = route.handler(self.state, params, query, decoded)
         content = b"" if payload is None else dumps(payload)
         return status, "application/json", content
@@ -472,7 +490,12 @@ class GarmEmulator:
                 name=name,
                 description=description,
                 auth_type="app",
-                app={"app_id": app_id, "installation_id": 1, "private_key_bytes": b"key"},
+                app={
+                    "app_id": app_id,
+                    "installation_id": 1,
+                    # GARM holds only keys that parse (tests.rsa_keys imports cryptography).
+                    "private_key_bytes": _seed_key(),
+                },
                 pat={},
                 created_at=self.state.now,
                 updated_at=self.state.now,
@@ -562,7 +585,8 @@ class GarmEmulator:
                 labels=list(labels),
                 template_id=template_id,
                 extra_specs=None if extra_specs is None else json.dumps(extra_specs),
-                runner_group=runner_group,
+                # GARM never stores an empty group: it creates scale sets in "Default".
+                runner_group=runner_group or DEFAULT_RUNNER_GROUP,
             )
             if updated_at is not None:
                 row.updated_at = updated_at

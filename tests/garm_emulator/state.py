@@ -7,7 +7,10 @@ server.
 
 from __future__ import annotations
 
+import base64
+import binascii
 import json
+import re
 import threading
 import uuid
 from dataclasses import dataclass, field
@@ -15,6 +18,7 @@ from datetime import UTC, datetime
 from typing import Any
 from urllib.parse import urlsplit
 
+from .password import is_too_weak
 from .wire import to_wire
 
 # GARM's error strings per status (apiserver/controllers: handleError).
@@ -36,6 +40,10 @@ SYSTEM_TEMPLATE_BODY = (
     b'echo "bootstrapping runner"\n'
 )
 DEFAULT_ENDPOINT = "github.com"
+DEFAULT_RUNNER_GROUP = "Default"
+# GARM's ErrBadRequest text: what a body Go's JSON decoder refuses answers, and the tail of
+# errors GARM wraps around it.
+INVALID_REQUEST = "invalid request"
 DELETABLE_INSTANCE_STATUSES = frozenset(
     {"running", "error", "pending_delete", "pending_force_delete"}
 )
@@ -78,6 +86,18 @@ class Controller:
     allow_insecure_garm_agent: bool = False
     minimum_job_age_backoff: int = 30
     version: str = "v0.2.0-emulator"
+
+
+@dataclass
+class Endpoint:
+    """The github.com endpoint GARM creates at first start."""
+
+    created_at: datetime
+    updated_at: datetime
+    description: str = "The github.com endpoint"
+    api_base_url: str = "https://api.github.com/"
+    upload_base_url: str = "https://uploads.github.com/"
+    base_url: str = "https://github.com"
 
 
 @dataclass
@@ -176,6 +196,58 @@ def _check_url(name: str, value: str) -> None:
         raise ApiError(400, f"invalid {name}")
 
 
+_PEM_BLOCK = re.compile(r"-----BEGIN ([^-\r\n]*)-----\r?\n(.*?)\r?\n?-----END \1-----", re.DOTALL)
+
+
+def _pem_body(data: bytes) -> bytes | None:
+    """The DER bytes of the first PEM block in ``data`` (Go's ``pem.Decode``), or ``None``."""
+    match = _PEM_BLOCK.search(data.decode("latin-1"))
+    if match is None:
+        return None
+    lines = match.group(2).splitlines()
+    if any(":" in line for line in lines):
+        return None  # PEM headers: never in a key GitHub hands out; keep the stand-in simple
+    try:
+        return base64.b64decode("".join(line.strip() for line in lines), validate=True)
+    except (binascii.Error, ValueError):
+        return None
+
+
+def _is_pkcs1_rsa_key(der: bytes) -> bool:
+    """Tell whether ``der`` is a PKCS#1 RSA private key (Go's ``x509.ParsePKCS1PrivateKey``)."""
+    # Imported here: only the test environments that exercise App keys need cryptography.
+    from cryptography.hazmat.primitives import serialization
+    from cryptography.hazmat.primitives.asymmetric import rsa
+
+    try:
+        key = serialization.load_der_private_key(der, password=None)
+    except (ValueError, TypeError):
+        return False
+    if not isinstance(key, rsa.RSAPrivateKey):
+        return False
+    # load_der_private_key also takes PKCS#8: only the PKCS#1 encoding round-trips exactly.
+    pkcs1 = key.private_bytes(
+        serialization.Encoding.DER,
+        serialization.PrivateFormat.TraditionalOpenSSL,
+        serialization.NoEncryption(),
+    )
+    return pkcs1 == der
+
+
+def check_app_key(key: bytes) -> None:
+    """Refuse a GitHub App key as GARM's ``GithubApp.Validate`` does.
+
+    Raises:
+        ApiError: 400 ``invalid private_key_bytes`` when no PEM block decodes; 500 (GARM's bare
+            ``fmt.Errorf``) when the block is not a PKCS#1 RSA key, a PKCS#8 key included.
+    """
+    der = _pem_body(key)
+    if der is None:
+        raise ApiError(400, "invalid private_key_bytes")
+    if not _is_pkcs1_rsa_key(der):
+        raise ApiError(500, "parsing private_key_path: x509: failed to parse private key")
+
+
 class GarmState:
     """All of GARM's rows plus the simulated clock and the loaded providers."""
 
@@ -192,6 +264,7 @@ class GarmState:
         self.instances: dict[str, InstanceRow] = {}
         self.templates: dict[int, TemplateRow] = {}
         self.tag_ids: dict[str, str] = {}
+        self.endpoint = Endpoint(created_at=self.now, updated_at=self.now)
         self._ids = {"credential": 0, "scaleset": 0, "template": SYSTEM_TEMPLATE_ID}
         self._runner_counters: dict[str, int] = {}
         self.templates[SYSTEM_TEMPLATE_ID] = TemplateRow(
@@ -218,15 +291,17 @@ class GarmState:
 
     @property
     def urls_ready(self) -> bool:
+        # GARM's URLs middleware checks the metadata and callback URLs; not the agent URL.
         ctl = self.controller
-        return bool(ctl.metadata_url and ctl.callback_url and ctl.agent_url)
+        return bool(ctl.metadata_url and ctl.callback_url)
 
     def first_run(self, body: dict[str, Any]) -> dict[str, Any]:
         if self.user is not None:
             raise ApiError(409, "already initialized")
-        for key in ("username", "email", "password"):
-            if not body.get(key):
-                raise ApiError(400, f"missing {key}")
+        if not body.get("username") or not body.get("email"):
+            raise ApiError(400, "missing username or email")
+        if is_too_weak(body.get("password", "")):
+            raise ApiError(400, "password is too weak")
         self.user = User(
             id=str(uuid.uuid4()),
             username=body["username"],
@@ -256,10 +331,10 @@ class GarmState:
         )
 
     def login(self, body: dict[str, Any]) -> str:
-        if not body.get("username") or not body.get("password"):
-            raise ApiError(400, "missing username or password")
+        # GARM answers a missing username or password as a wrong one: 401, no details.
         user = self.user
-        if user is None or (body["username"], body["password"]) != (user.username, user.password):
+        sent = (body.get("username", ""), body.get("password", ""))
+        if user is None or not all(sent) or sent != (user.username, user.password):
             raise ApiError(401)
         token = uuid.uuid4().hex + uuid.uuid4().hex
         self.tokens.add(token)
@@ -293,21 +368,67 @@ class GarmState:
 
     # ---- credentials ----------------------------------------------------------------------
 
-    def endpoint_wire(self) -> dict[str, Any]:
+    def endpoint_values(self) -> dict[str, Any]:
+        ept = self.endpoint
         return {
             "name": DEFAULT_ENDPOINT,
-            "description": "github.com",
-            "api_base_url": "https://api.github.com/",
-            "upload_base_url": "https://uploads.github.com/",
-            "base_url": "https://github.com",
+            "description": ept.description,
+            "api_base_url": ept.api_base_url,
+            "upload_base_url": ept.upload_base_url,
+            "base_url": ept.base_url,
             "endpoint_type": "github",
-            "created_at": self.user.created_at if self.user else self.now,
-            "updated_at": self.user.created_at if self.user else self.now,
+            "created_at": ept.created_at,
+            "updated_at": ept.updated_at,
         }
 
+    def endpoint_wire(self) -> dict[str, Any]:
+        return to_wire("ForgeEndpoint", self.endpoint_values())
+
+    def get_endpoint(self, name: str) -> dict[str, Any]:
+        if name.lower() != DEFAULT_ENDPOINT:
+            raise ApiError(
+                404, "failed to get github endpoint: github endpoint not found: not found"
+            )
+        return self.endpoint_wire()
+
+    def update_endpoint(self, name: str, body: dict[str, Any]) -> dict[str, Any]:
+        """``PUT /github/endpoints/{name}``, as GARM's ``UpdateGithubEndpoint``."""
+        for key in ("api_base_url", "upload_base_url", "base_url"):
+            if key not in body:
+                continue
+            parts = urlsplit(body[key])
+            if not parts.scheme or not parts.netloc:
+                raise ApiError(400, f"failed to validate github endpoint params: invalid {key}")
+            if parts.scheme not in ("http", "https"):
+                # GARM names api_base_url whichever URL has the wrong scheme.
+                raise ApiError(
+                    400, "failed to validate github endpoint params: invalid api_base_url"
+                )
+        if name.lower() != DEFAULT_ENDPOINT:
+            raise ApiError(
+                404,
+                "failed to update github endpoint: error updating github endpoint: error github "
+                "endpoint not found: not found",
+            )
+        ept = self.endpoint
+        fields = ("api_base_url", "upload_base_url", "base_url", "description")
+        changes = {k: body[k] for k in fields if k in body and body[k] != getattr(ept, k)}
+        if self.credentials and set(changes) - {"description"}:
+            raise ApiError(
+                400,
+                "failed to update github endpoint: error updating github endpoint: cannot "
+                f"update endpoint URLs with existing credentials: {INVALID_REQUEST}",
+            )
+        for key, value in changes.items():
+            setattr(ept, key, value)
+        if changes:
+            ept.updated_at = self.now
+        return self.endpoint_wire()
+
     def credential_values(self, cred: Credential) -> dict[str, Any]:
-        endpoint = self.endpoint_wire()
+        endpoint = self.endpoint_values()
         return {
+            # GARM takes the credential's URLs from its endpoint.
             "id": cred.id,
             "name": cred.name,
             "description": cred.description,
@@ -325,26 +446,37 @@ class GarmState:
         # The wire struct has no field for keys: GARM never returns them.
         return to_wire("ForgeCredentials", self.credential_values(cred))
 
-    def credential(self, cred_id: int) -> Credential:
+    def credential(
+        self, cred_id: int, failure: str = "failed to get github credentials"
+    ) -> Credential:
         try:
             return self.credentials[cred_id]
         except KeyError:
-            raise ApiError(404, "github credentials not found") from None
+            raise ApiError(404, f"{failure}: github credentials not found: not found") from None
 
     def credential_by_name(self, name: str) -> Credential | None:
         return next((c for c in self.credentials.values() if c.name == name), None)
 
+    @staticmethod
+    def _check_app(app: dict[str, Any], prefix: str) -> None:
+        # GARM's GithubApp.Validate, wrapped as "<prefix>invalid app: ...".
+        for key in ("app_id", "installation_id", "private_key_bytes"):
+            if not app.get(key):
+                raise ApiError(400, f"{prefix}invalid app: missing {key}")
+        try:
+            check_app_key(app["private_key_bytes"])
+        except ApiError as exc:
+            raise ApiError(exc.status, f"{prefix}invalid app: {exc.details}") from None
+
     def _check_auth(self, auth_type: str, app: dict[str, Any], pat: dict[str, Any]) -> None:
+        prefix = "failed to validate github credentials params: "
         if auth_type == "app":
-            if not app.get("app_id") or not app.get("installation_id"):
-                raise ApiError(400, "missing app_id or installation_id")
-            if not app.get("private_key_bytes"):
-                raise ApiError(400, "missing private key")
+            self._check_app(app, prefix)
         elif auth_type == "pat":
             if not pat.get("oauth2_token"):
-                raise ApiError(400, "missing oauth2_token")
+                raise ApiError(400, f"{prefix}missing oauth2_token")
         else:
-            raise ApiError(400, f"invalid auth_type {auth_type!r}")
+            raise ApiError(400, f"{prefix}invalid auth_type")
 
     def create_credential(self, body: dict[str, Any]) -> dict[str, Any]:
         name = body.get("name", "")
@@ -373,7 +505,10 @@ class GarmState:
         return self.credential_wire(cred)
 
     def update_credential(self, cred_id: int, body: dict[str, Any]) -> dict[str, Any]:
-        cred = self.credential(cred_id)
+        cred = self.credential(
+            cred_id,
+            "failed to update github credentials: error updating github credentials",
+        )
         name = body.get("name")
         if name is not None:
             other = self.credential_by_name(name)
@@ -381,13 +516,20 @@ class GarmState:
                 raise ApiError(400, "name cannot be empty")
             if other is not None and other.id != cred.id:
                 raise ApiError(409, "github credentials already exists")
+        prefix = "failed to validate github credentials params: "
+        if "app" in body and "pat" in body:
+            raise ApiError(400, f"{prefix}cannot update both PAT and App")
+        if "pat" in body and not body["pat"].get("oauth2_token"):
+            raise ApiError(400, f"{prefix}missing oauth2_token")
+        if "app" in body:
+            # GARM validates the app it is sent on its own: app_id and installation_id too.
+            self._check_app(body["app"], prefix)
         if "app" in body and cred.auth_type != "app":
             raise ApiError(400, "cannot update app credentials for non-app credentials")
         if "pat" in body and cred.auth_type != "pat":
             raise ApiError(400, "cannot update PAT credentials for non-PAT credentials")
         new_app = {**cred.app, **body.get("app", {})}
         new_pat = {**cred.pat, **body.get("pat", {})}
-        self._check_auth(cred.auth_type, new_app, new_pat)
         cred.name = name or cred.name
         cred.description = body.get("description", cred.description)
         cred.app, cred.pat = new_app, new_pat
@@ -395,9 +537,18 @@ class GarmState:
         return self.credential_wire(cred)
 
     def delete_credential(self, cred_id: int) -> None:
-        cred = self.credential(cred_id)
-        if any(e.credentials_id == cred.id for e in self.entities.values()):
-            raise ApiError(409, "credentials are in use by one or more entities")
+        cred = self.credentials.get(cred_id)
+        if cred is None:
+            return  # GARM treats deleting unknown credentials as done (204)
+        users = [e.kind for e in self.entities.values() if e.credentials_id == cred.id]
+        # GARM checks repositories first, then organizations.
+        for kind, plural in (("repository", "repositories"), ("organization", "organizations")):
+            if kind in users:
+                raise ApiError(
+                    400,
+                    "failed to delete github credentials: error deleting github credentials: "
+                    f"cannot delete credentials with {plural}: {INVALID_REQUEST}",
+                )
         del self.credentials[cred.id]
 
     # ---- organizations and repositories ---------------------------------------------------
@@ -412,7 +563,7 @@ class GarmState:
             "credentials_id": entity.credentials_id,
             "pool_manager_status": {"running": True},
             "pool_balancing_type": "roundrobin",
-            "endpoint": self.endpoint_wire(),
+            "endpoint": self.endpoint_values(),
             "created_at": entity.created_at,
             "updated_at": entity.updated_at,
             "agent_mode": False,
@@ -422,10 +573,14 @@ class GarmState:
             return to_wire("Repository", values)
         return to_wire("Organization", values)
 
-    def entity(self, kind: str, entity_id: str) -> Entity:
+    def entity(self, kind: str, entity_id: str, failure: str = "") -> Entity:
         entity = self.entities.get(entity_id)
         if entity is None or entity.kind != kind:
-            raise ApiError(404, f"{kind} not found")
+            short = "org" if kind == "organization" else "repo"
+            # GARM's text for a delete; an update says "error updating org: error saving org: ".
+            raise ApiError(
+                404, f"{failure}error fetching {short}: error fetching {short}: not found"
+            )
         return entity
 
     def list_entities(self, kind: str, filters: dict[str, str]) -> list[dict[str, Any]]:
@@ -472,7 +627,8 @@ class GarmState:
         return self.entity_wire(entity)
 
     def update_entity(self, kind: str, entity_id: str, body: dict[str, Any]) -> dict[str, Any]:
-        entity = self.entity(kind, entity_id)
+        short = "org" if kind == "organization" else "repo"
+        entity = self.entity(kind, entity_id, f"error updating {short}: error saving {short}: ")
         if body.get("credentials_name"):
             entity.credentials_id = self._resolve_credentials(body["credentials_name"]).id
         if body.get("webhook_secret"):
@@ -483,7 +639,8 @@ class GarmState:
     def delete_entity(self, kind: str, entity_id: str) -> None:
         entity = self.entity(kind, entity_id)
         if any(s.entity_id == entity.id for s in self.scalesets.values()):
-            raise ApiError(409, f"{kind} has scale sets; delete them first")
+            name = "organization" if kind == "organization" else "repo"
+            raise ApiError(400, f"{name} has scale sets defined; delete them first")
         del self.entities[entity.id]
 
     # ---- templates ------------------------------------------------------------------------
@@ -508,7 +665,9 @@ class GarmState:
         try:
             return self.templates[tpl_id]
         except KeyError:
-            raise ApiError(404, "template not found") from None
+            raise ApiError(
+                404, "failed to get template: failed to get template: not found"
+            ) from None
 
     def _check_template_name(self, name: str, own_id: int = 0) -> None:
         if any(t.name == name and t.id != own_id for t in self.templates.values()):
@@ -555,7 +714,9 @@ class GarmState:
         return self.template_wire(tpl)
 
     def delete_template(self, tpl_id: int) -> None:
-        tpl = self.template(tpl_id)
+        tpl = self.templates.get(tpl_id)
+        if tpl is None:
+            return  # GARM treats deleting an unknown template as done
         if tpl.owner_id == "system":
             raise ApiError(400, "system templates cannot be deleted")
         if any(s.template_id == tpl.id for s in self.scalesets.values()):
@@ -589,11 +750,12 @@ class GarmState:
             "enabled": row.enabled,
             "enable_shell": row.enable_shell,
             "generation": row.generation,
-            "endpoint": self.endpoint_wire(),
+            "endpoint": self.endpoint_values(),
             "runner_bootstrap_timeout": row.runner_bootstrap_timeout,
             "extra_specs": row.extra_specs,
             "github-runner-group": row.runner_group,
-            "tags": [{"id": self.tag_id(label), "name": label} for label in row.labels],
+            # GARM returns tags in no fixed order: reversed here, so nothing can rely on one.
+            "tags": [{"id": self.tag_id(label), "name": label} for label in reversed(row.labels)],
             "status_messages": [],
             "template_id": row.template_id,
             "template_name": tpl.name if tpl else "",
@@ -608,7 +770,9 @@ class GarmState:
         try:
             return self.scalesets[scaleset_id]
         except KeyError:
-            raise ApiError(404, "scale set not found") from None
+            raise ApiError(
+                404, "error fetching scale set: error fetching scale set by ID: not found"
+            ) from None
 
     def scaleset_by_name(self, name: str) -> ScaleSetRow | None:
         return next((s for s in self.scalesets.values() if s.name == name), None)
@@ -619,24 +783,28 @@ class GarmState:
 
     @staticmethod
     def _validate_create(body: dict[str, Any]) -> None:
+        # GARM's database layer checks these (CreateScaleSetParams.Validate) only after it created
+        # the scale set on GitHub, with a bare error: 500 "Server error", no details; then it
+        # deletes the GitHub scale set again.
         checks = (
-            (not body.get("name"), "missing scale set name"),
             (not body.get("provider_name"), "missing provider"),
-            (not body.get("max_runners"), "max_runners cannot be 0"),
             (
                 body.get("min_idle_runners", 0) > body.get("max_runners", 0),
                 "min_idle_runners cannot be larger than max_runners",
             ),
-            (not body.get("image"), "missing image"),
+            (not body.get("max_runners"), "max_runners cannot be 0"),
             (not body.get("flavor"), "missing flavor"),
-            (body.get("os_type", "linux") not in ("linux", "windows"), "invalid os_type"),
+            (not body.get("image"), "missing image"),
+            (not body.get("name"), "missing scale set name"),
         )
         for failed, details in checks:
             if failed:
-                raise ApiError(400, details)
+                raise ApiError(500, f"failed to validate create params: {details}")
 
     def create_scaleset(self, kind: str, entity_id: str, body: dict[str, Any]) -> dict[str, Any]:
         entity = self.entity(kind, entity_id)
+        if body.get("os_type", "linux") not in ("linux", "windows"):
+            raise ApiError(400, "invalid os_type")
         self._validate_create(body)
         if body["provider_name"] not in self.providers:
             raise ApiError(400, f"could not find provider {body['provider_name']}")
@@ -657,7 +825,7 @@ class GarmState:
             runner_prefix=body.get("runner_prefix") or "garm",
             runner_bootstrap_timeout=body.get("runner_bootstrap_timeout") or 20,
             extra_specs=body.get("extra_specs"),
-            runner_group=body.get("github-runner-group", ""),
+            runner_group=body.get("github-runner-group") or DEFAULT_RUNNER_GROUP,
             labels=list(body.get("labels", [])),
             template_id=body.get("template_id", 0),
             disable_update=body.get("disable_update", False),
@@ -694,13 +862,16 @@ class GarmState:
     def update_scaleset(self, scaleset_id: int, body: dict[str, Any]) -> dict[str, Any]:
         row = self.scaleset(scaleset_id)
         max_runners = body.get("max_runners", row.max_runners)
+        if body.get("runner_bootstrap_timeout", 1) == 0:
+            raise ApiError(400, "runner_bootstrap_timeout cannot be 0")
         if body.get("min_idle_runners", row.min_idle_runners) > max_runners:
             raise ApiError(400, "min_idle_runners cannot be larger than max_runners")
         if body.get("name") and body["name"] != row.name and self.scaleset_by_name(body["name"]):
             raise ApiError(409, f"scale set {body['name']!r} already exists")
         self._check_template_ref(body.get("template_id", 0))
         for key, attr in self._POINTER_FIELDS:
-            if key in body:
+            # An empty runner group leaves the group as it is (measured on GARM).
+            if key in body and not (key == "runner_group" and not body[key]):
                 setattr(row, attr, body[key])
         for key in self._VALUE_FIELDS:
             if body.get(key):
@@ -866,6 +1037,15 @@ class GarmState:
             inst.updated_at = self.now
 
 
+class _JsonNull:
+    """An answer whose body is JSON ``null`` (a handler's ``None`` means no body at all)."""
+
+
+JSON_NULL = _JsonNull()
+
+
 def dumps(value: Any) -> bytes:
     """Encode an answer as compact JSON, as Go does."""
+    if value is JSON_NULL:
+        return b"null"
     return json.dumps(value, separators=(",", ":")).encode("utf-8")

@@ -359,6 +359,13 @@ REQUEST_STRUCTS: dict[str, dict[str, str]] = {
         "description": "str",
         "data": "bytes",
     },
+    "UpdateGithubEndpointParams": {
+        "description": "str",
+        "api_base_url": "str",
+        "upload_base_url": "str",
+        "base_url": "str",
+        "ca_cert_bundle": "bytes",
+    },
     "UpdateControllerParams": {
         "metadata_url": "str",
         "callback_url": "str",

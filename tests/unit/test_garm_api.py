@@ -33,16 +33,11 @@ from tests.garm_emulator import (
     SYSTEM_TEMPLATE_NAME,
     GarmEmulator,
 )
-from tests.log_secrets import register_secret
+from tests.rsa_keys import pkcs1_pem
 
 ADMIN = "admin"
-PRIVATE_KEY = (
-    "-----BEGIN RSA PRIVATE KEY-----\nMIIEclient-test-key\n-----END RSA PRIVATE KEY-----\n"
-)
+PRIVATE_KEY = pkcs1_pem()  # real GARM refuses an App key that does not parse
 PROVIDER = "garm-configurator-0"
-
-
-register_secret("MIIEclient-test-key")
 
 
 def _dead_port() -> int:
@@ -445,14 +440,20 @@ def test_missing_token_is_unauthorized(ready_emulator: GarmEmulator) -> None:
     with GarmClient(ready_emulator.url) as garm, pytest.raises(GarmUnauthorizedError) as err:
         garm.list_scalesets()
     assert err.value.status == 401
-    assert err.value.error == "Not Authorized"
+    # GARM's auth middleware says "Authentication failed" (handlers say "Not Authorized").
+    assert err.value.error == "Authentication failed"
 
 
 def test_unknown_id_is_not_found(client: GarmClient) -> None:
     with pytest.raises(GarmNotFoundError) as err:
-        client.delete_credential(999)
+        client.get_template(999)
     assert err.value.status == 404
-    assert err.value.details == "github credentials not found"
+    assert err.value.details == "failed to get template: failed to get template: not found"
+
+
+def test_deleting_unknown_credentials_is_done(client: GarmClient) -> None:
+    # GARM answers 204 to deleting credentials that do not exist.
+    client.delete_credential(999)
 
 
 def test_conflict_carries_garm_error_and_details(client: GarmClient) -> None:

@@ -11,17 +11,10 @@ from charm_state import CredentialSpec
 from garm_api import GarmApiError, GarmClient
 from github_reconciler import CredentialReconciler
 from tests.garm_emulator import GarmEmulator
-from tests.log_secrets import register_secret
+from tests.rsa_keys import pkcs1_pem
 
 MARKER = "Managed by garm"
-PRIVATE_KEY = (
-    "-----BEGIN RSA PRIVATE KEY-----\n"
-    "MIIEcredential-reconciler-key\n"
-    "-----END RSA PRIVATE KEY-----\n"
-)
-
-
-register_secret("MIIEcredential-reconciler-key", base64.b64encode(PRIVATE_KEY.encode()).decode())
+PRIVATE_KEY = pkcs1_pem()  # registered as a secret, PEM and base64
 
 
 def _spec(app_id: int = 1, installation_id: int = 2, description: str = MARKER) -> CredentialSpec:

@@ -42,6 +42,7 @@ from scaleset_reconciler import (
 from status import progress_message
 from tests.garm_emulator import SYSTEM_TEMPLATE_BODY, SYSTEM_TEMPLATE_ID, GarmEmulator
 from tests.garm_emulator.state import ScaleSetRow
+from tests.rsa_keys import pkcs1_pem
 from tests.unit.conftest import ADMIN_PASSWORD, ADMIN_USERNAME, EMULATOR_PROVIDERS
 
 PROVIDER = EMULATOR_PROVIDERS[0]
@@ -92,7 +93,7 @@ def garm(ready_emulator: GarmEmulator, client: GarmClient) -> GarmEmulator:
             name=CREDENTIAL,
             description="Managed by garm",
             endpoint="github.com",
-            app=GithubApp(app_id=1, installation_id=2, private_key_bytes=_b64("not a key")),
+            app=GithubApp(app_id=1, installation_id=2, private_key_bytes=_b64(pkcs1_pem())),
         )
     )
     client.create_organization(ORG, CREDENTIAL, "0" * 64)
