@@ -9,14 +9,45 @@ knowing which GARM answered.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from typing import Any
+import time
+from collections.abc import Callable, Mapping
+from datetime import timedelta
+from typing import Any, Protocol, TypeVar
 
 from tests.garm_emulator import GarmEmulator
 from tests.real_garm.proxy import API_PREFIX, RecordedCall, RecordingProxy, writes
 
 EMULATOR = "emulator"
 REAL = "real"
+# How long real GARM gets for background work (its loops run every few seconds).
+WAIT_TIMEOUT = 60.0
+_T = TypeVar("_T")
+
+
+class Settles(Protocol):
+    """A backend whose background work can be let run for a moment."""
+
+    name: str
+
+    def settle(self) -> None:
+        """Let GARM's background workers run for a moment."""
+        ...
+
+
+def wait_for(garm: Settles, what: str, probe: Callable[[], _T | None]) -> _T:
+    """Let GARM work until ``probe`` returns something, within a bound; return that.
+
+    The emulator's clock moves 30 s per round; real GARM gets real time, polled twice a second
+    and at most :data:`WAIT_TIMEOUT`. ``what`` names the awaited state in the failure message.
+    """
+    deadline = time.monotonic() + WAIT_TIMEOUT
+    while True:
+        found = probe()
+        if found is not None and found is not False:
+            return found
+        if time.monotonic() > deadline:
+            raise AssertionError(f"{garm.name} GARM: timed out waiting for {what}")
+        garm.settle()
 
 
 class ProxiedEmulator:
@@ -66,6 +97,10 @@ class ProxiedEmulator:
     def replan(self, environment: Mapping[str, str]) -> None:
         """Load the providers of a new service environment, as a restarted GARM would."""
         self.emulator.replan(environment)
+
+    def settle(self) -> None:
+        """Run GARM's background work: 30 s on the emulator's simulated clock."""
+        self.emulator.advance(timedelta(seconds=30))
 
     def credentials(self) -> list[dict[str, Any]]:
         """The credentials as GARM lists them."""

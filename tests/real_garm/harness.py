@@ -181,6 +181,12 @@ class RealGarm:
 
     # ---- the emulator's surface -----------------------------------------------------------
 
+    name = "real"
+
+    def settle(self) -> None:
+        """Give GARM's own workers half a second of real time."""
+        time.sleep(0.5)
+
     @property
     def base_url(self) -> str:
         """The proxy's ``http://127.0.0.1:<port>``: what the charm and tests talk to."""
