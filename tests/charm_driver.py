@@ -1,9 +1,10 @@
-"""Drive the real charm through ``ops.testing`` against the GARM emulator.
+"""Drive the real charm through ``ops.testing`` against a GARM: the emulator or the real one.
 
-Only two things are replaced: the URL the charm reaches GARM at (the emulator's), and what a
-Pebble replan does to GARM. In a pod, a replan that changes the layer restarts GARM, which then
-loads the providers of ``GARM_PROVIDERS_JSON``; here the driver restarts the emulator with the
-same provider names at the moment the charm replans, inside the hook, as the pod would.
+Only two things are replaced: the URL the charm reaches GARM at, and what a Pebble replan does
+to GARM. In a pod, a replan that changes the layer restarts GARM with the layer's environment;
+here the driver hands that environment to the backend at the moment the charm replans, inside
+the hook, as the pod would: the emulator loads the environment's providers, the real-GARM
+harness restarts GARM through the charm's entrypoint with it.
 
 Used by the charm's unit tests and by ``tox -e simulate``.
 """
@@ -15,7 +16,7 @@ import json
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 from unittest import mock
 
 import ops
@@ -23,7 +24,6 @@ from ops import testing
 
 import workload
 from charm import GarmCharm
-from tests.garm_emulator import GarmEmulator
 from tests.log_secrets import register_secret
 from tests.rsa_keys import pkcs1_pem
 
@@ -34,6 +34,14 @@ PRIVATE_KEY_VALUE = pkcs1_pem()
 
 register_secret(PASSWORD_SECRET_VALUE, PRIVATE_KEY_VALUE)
 _NOT_SECRET_KEYS = frozenset({"username", "email", "full-name", "providers"})
+
+
+def _admin_credentials(state: testing.State) -> tuple[str, str] | None:
+    for secret in state.secrets:
+        if secret.label == "garm-admin-credentials":
+            content = secret.latest_content or secret.tracked_content
+            return content["username"], content["password"]
+    return None
 
 
 def _remember_secret_values(state: testing.State) -> None:
@@ -137,13 +145,26 @@ def planned_providers(state: testing.State) -> list[str]:
     return [entry["unit_name"] for entry in json.loads(raw)]
 
 
+class Garm(Protocol):
+    """What the driver needs of a GARM backend."""
+
+    @property
+    def url(self) -> str:
+        """The API base URL the charm talks to."""
+        ...
+
+    def replan(self, environment: Mapping[str, str]) -> None:
+        """Restart as GARM would when Pebble replans with ``environment``."""
+        ...
+
+
 class CharmDriver:
     """Runs hooks of the real charm, carrying the output state into the next hook."""
 
     def __init__(
-        self, emulator: GarmEmulator, state: testing.State, *, ready_timeout: float = 2.0
+        self, emulator: Garm, state: testing.State, *, ready_timeout: float = 2.0
     ) -> None:
-        """Drive a charm whose GARM is ``emulator``, starting from ``state``."""
+        """Drive a charm whose GARM is ``emulator`` (or a real GARM), starting from ``state``."""
         self.emulator = emulator
         self.api_url = emulator.url
         self.ready_timeout = ready_timeout
@@ -156,6 +177,11 @@ class CharmDriver:
         with self._wired():
             self.state = self.ctx.run(event, self.state)
         _remember_secret_values(self.state)
+        if hasattr(self.emulator, "admin"):
+            # A backend read through GARM's own API logs in as the admin the charm created.
+            admin = _admin_credentials(self.state)
+            if admin is not None:
+                self.emulator.admin = admin  # pyright: ignore[reportAttributeAccessIssue]
         return self.state
 
     def add_configurator(self, cfg: Configurator) -> testing.State:
@@ -205,8 +231,7 @@ class CharmDriver:
             if replanned:
                 self.replans += 1
                 service = layer.get("services", {}).get(workload.SERVICE_NAME, {})
-                raw = service.get("environment", {}).get("GARM_PROVIDERS_JSON", "[]")
-                self.emulator.restart(providers=[p["unit_name"] for p in json.loads(raw)])
+                self.emulator.replan(dict(service.get("environment", {})))
             return replanned
 
         with (
