@@ -248,6 +248,17 @@ def check_app_key(key: bytes) -> None:
         raise ApiError(500, "parsing private_key_path: x509: failed to parse private key")
 
 
+def _jwt_shaped(claims: dict[str, Any]) -> str:
+    """A token shaped as GARM's login JWT (header.claims.signature); the signature is random."""
+
+    def part(data: bytes) -> str:
+        return base64.urlsafe_b64encode(data).rstrip(b"=").decode("ascii")
+
+    header = json.dumps({"alg": "HS256", "typ": "JWT"}).encode()
+    body = json.dumps({**claims, "token_id": uuid.uuid4().hex[:16]}).encode()
+    return ".".join((part(header), part(body), part(uuid.uuid4().bytes + uuid.uuid4().bytes)))
+
+
 class GarmState:
     """All of GARM's rows plus the simulated clock and the loaded providers."""
 
@@ -336,7 +347,9 @@ class GarmState:
         sent = (body.get("username", ""), body.get("password", ""))
         if user is None or not all(sent) or sent != (user.username, user.password):
             raise ApiError(401)
-        token = uuid.uuid4().hex + uuid.uuid4().hex
+        token = _jwt_shaped(
+            {"user": user.id, "full_name": user.full_name, "is_admin": True, "iss": "garm"}
+        )
         self.tokens.add(token)
         return token
 
