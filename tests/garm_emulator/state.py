@@ -41,6 +41,10 @@ SYSTEM_TEMPLATE_BODY = (
 )
 DEFAULT_ENDPOINT = "github.com"
 DEFAULT_RUNNER_GROUP = "Default"
+# First-run checks measured on GARM: a plain address (no display name, quotes, brackets or
+# blanks; dot-separated domain labels) and a username of at most 64 letters or digits.
+_EMAIL = re.compile(r"[A-Za-z0-9.!#$%&'*+/=?^_`{|}~-]+@[A-Za-z0-9-]+(\.[A-Za-z0-9-]+)*")
+_USERNAME_MAX = 64
 # GARM's ErrBadRequest text: what a body Go's JSON decoder refuses answers, and the tail of
 # errors GARM wraps around it.
 INVALID_REQUEST = "invalid request"
@@ -311,6 +315,11 @@ class GarmState:
             raise ApiError(409, "already initialized")
         if not body.get("username") or not body.get("email"):
             raise ApiError(400, "missing username or email")
+        if not _EMAIL.fullmatch(body["email"]):
+            raise ApiError(400, "invalid email address")
+        name = body["username"]
+        if len(name) > _USERNAME_MAX or not all(c.isalpha() or c.isnumeric() for c in name):
+            raise ApiError(400, "invalid username")
         if is_too_weak(body.get("password", "")):
             raise ApiError(400, "password is too weak")
         self.user = User(
@@ -818,9 +827,8 @@ class GarmState:
         entity = self.entity(kind, entity_id)
         if body.get("os_type", "linux") not in ("linux", "windows"):
             raise ApiError(400, "invalid os_type")
+        # GARM does not check that the provider is loaded (measured).
         self._validate_create(body)
-        if body["provider_name"] not in self.providers:
-            raise ApiError(400, f"could not find provider {body['provider_name']}")
         if self.scaleset_by_name(body["name"]) is not None:
             raise ApiError(409, f"scale set {body['name']!r} already exists")
         self._check_template_ref(body.get("template_id", 0))
