@@ -1,0 +1,124 @@
+"""The rock (``rockcraft.yaml``) agrees with the charm's entrypoint and with the tested GARM.
+
+rockcraft is not needed: the file is parsed and checked against the constants the charm and
+its entrypoint use, so a path, the Python or the GARM pin cannot drift without a failing test.
+"""
+
+from __future__ import annotations
+
+import posixpath
+import re
+import shlex
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+import garm_entrypoint
+import workload
+from tests.real_garm.pin import GARM_PART, PROVIDER_PART, load_rockcraft, read_pin
+
+SHARED_GARM_README = Path(__file__).resolve().parents[3] / "shared" / "garm" / "README.md"
+GARM_VERSION_FLAG = "github.com/cloudbase/garm/util/appdefaults.Version="
+PROVIDER_VERSION_FLAG = "github.com/cloudbase/garm-provider-openstack/provider.Version="
+PROVIDER_RELEASE = "v0.1.5"
+# The commit tag v0.1.5 of cloudbase/garm-provider-openstack points at.
+PROVIDER_RELEASE_COMMIT = "767f22cb97a9431fdf697dc8750834a7a5b775f5"
+# Packages that would give the workload a shell or shell tools it does not need.
+SHELL_PACKAGES = ("bash", "dash", "busybox", "coreutils", "util-linux", "findutils", "sed")
+
+
+@pytest.fixture(scope="module")
+def rock() -> dict[str, Any]:
+    return load_rockcraft()
+
+
+def _part(rock: dict[str, Any], name: str) -> dict[str, Any]:
+    return rock["parts"][name]
+
+
+def _go_builds(part: dict[str, Any]) -> list[list[str]]:
+    """Every ``go build`` command of a part's override-build, as argument lists."""
+    script = part["override-build"].replace("\\\n", " ")
+    return [shlex.split(line) for line in script.splitlines() if " go build " in f" {line} "]
+
+
+def _output(build: list[str]) -> str:
+    target = build[build.index("-o") + 1]
+    return target.replace("${CRAFT_PART_INSTALL}", "")
+
+
+def _staged(rock: dict[str, Any]) -> list[str]:
+    return [pkg for part in rock["parts"].values() for pkg in part.get("stage-packages", [])]
+
+
+def test_rock_identity(rock: dict[str, Any]):
+    assert rock["name"] == "garm"
+    assert rock["base"] == "bare"
+    assert rock["build-base"] == "ubuntu@24.04"
+    assert list(rock["platforms"]) == ["amd64"]
+
+
+def test_pin_is_one_commit_and_its_version(rock: dict[str, Any]):
+    pin = read_pin()
+    assert re.fullmatch(r"[0-9a-f]{40}", pin.commit)
+    # GARM's version string ends with the short commit it was built from.
+    assert pin.version.endswith(f"-{pin.commit[:8]}")
+    builds = _go_builds(_part(rock, GARM_PART))
+    assert builds, "the garm part builds nothing"
+    for build in builds:
+        ldflags = build[build.index("-ldflags") + 1]
+        assert f"{GARM_VERSION_FLAG}{pin.version}" in ldflags.split()
+
+
+def test_pin_is_the_garm_the_tests_run():
+    if not SHARED_GARM_README.is_file():
+        pytest.skip(f"{SHARED_GARM_README} not found: the tested GARM's commit is unknown here")
+    text = SHARED_GARM_README.read_text(encoding="utf-8")
+    pin = read_pin()
+    assert pin.commit in text
+    assert f"`{pin.version}`" in text
+
+
+def test_garm_builds_to_the_entrypoint_binary_path(rock: dict[str, Any]):
+    outputs = [_output(b) for b in _go_builds(_part(rock, GARM_PART))]
+    assert garm_entrypoint.GARM_BINARY in outputs
+    assert garm_entrypoint.PRODUCTION_LAYOUT.garm_binary == garm_entrypoint.GARM_BINARY
+
+
+def test_provider_is_the_pinned_static_release_at_the_entrypoint_path(rock: dict[str, Any]):
+    part = _part(rock, PROVIDER_PART)
+    assert part["source-commit"] == PROVIDER_RELEASE_COMMIT
+    (build,) = _go_builds(part)
+    assert _output(build) == garm_entrypoint.PRODUCTION_LAYOUT.provider_binary
+    assert _output(build) == garm_entrypoint.PROVIDER_BINARY
+    assert f"{PROVIDER_VERSION_FLAG}{PROVIDER_RELEASE}" in build[build.index("-ldflags") + 1]
+    assert "CGO_ENABLED=0" in part["override-build"]
+
+
+def test_python_and_certificates_are_staged(rock: dict[str, Any]):
+    interpreter, script = workload.SERVICE_COMMAND.split()
+    assert interpreter == "python3"
+    assert script == workload.ENTRYPOINT_PATH
+    staged = _staged(rock)
+    # python3's standard slice brings /usr/bin/python3 and the whole standard library, which
+    # is all the entrypoint imports.
+    assert "python3_standard" in staged
+    assert any(pkg.startswith("ca-certificates_") for pkg in staged)
+
+
+def test_directories_the_entrypoint_expects_exist(rock: dict[str, Any]):
+    script = _part(rock, "runtime")["override-build"]
+    made = set(re.findall(r'"\$\{CRAFT_PART_INSTALL\}(/[^"]+)"', script))
+    assert posixpath.dirname(workload.ENTRYPOINT_PATH) in made
+    assert garm_entrypoint.CONFIG_DIR in made
+    assert workload.DATA_DIR in made
+    assert posixpath.dirname(garm_entrypoint.SQLITE_DB_FILE) == workload.DATA_DIR
+
+
+def test_bare_rock_stages_only_slices_and_no_shell(rock: dict[str, Any]):
+    staged = _staged(rock)
+    # On a bare base every package comes as chisel slices (package_slice).
+    assert all("_" in pkg for pkg in staged), staged
+    assert not [p for p in staged if p.split("_")[0] in SHELL_PACKAGES]
+    assert "run-user" not in rock  # GARM runs as root: see the comment in rockcraft.yaml
