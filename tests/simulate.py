@@ -1,26 +1,35 @@
-"""The offline main job: the whole charm story against the GARM emulator (``tox -e simulate``).
+"""The whole operator story, told against the GARM emulator or real GARM (``tox -e simulate``).
 
-The real charm runs through ``ops.testing``; GARM is the project's emulator on 127.0.0.1. After
-each step the script prints what ``juju status`` would show, the scale sets GARM holds and the
-providers the charm publishes, and checks the state the step must reach. It exits non-zero at
-the first expectation that is not met.
+The real charm runs through ``ops.testing``. GARM is the project's emulator on 127.0.0.1
+(``--garm emulator``, the default) or the real GARM server with the GitHub stand-in and the
+stand-in provider (``--garm real``, ``tox -e simulate-real``); the steps and expectations are
+the same, only the backend adapter of :mod:`tests.simulate_backends` differs. After each step
+the script prints what ``juju status`` would show, the scale sets GARM holds and the providers
+the charm publishes, and checks the state the step must reach. Where GARM must work on its own
+(runners booting, runners reaped), the story waits for it with a bounded poll that says what it
+awaits. It exits non-zero at the first expectation that is not met.
 """
 
 from __future__ import annotations
 
+import argparse
 import sys
-import tempfile
-from collections.abc import Callable
-from datetime import timedelta
-from pathlib import Path
+import time
+from collections.abc import Callable, Sequence
 
 import ops
 from ops import testing
 
-from tests.charm_driver import CharmDriver, base_state, configurator, planned_providers
-from tests.garm_emulator import GarmEmulator
-
-TICK = timedelta(seconds=30)
+from tests.charm_driver import CharmDriver, Configurator, configurator, planned_providers
+from tests.simulate_backends import (
+    EMULATOR,
+    REAL,
+    BackendUnavailableError,
+    StoryGarm,
+    is_busy,
+    is_idle,
+    open_backend,
+)
 
 
 class StoryFailedError(Exception):
@@ -30,10 +39,10 @@ class StoryFailedError(Exception):
 class Story:
     """Runs the steps, prints the views and checks each expectation."""
 
-    def __init__(self, driver: CharmDriver) -> None:
-        """Tell the story with ``driver``'s charm and emulator."""
+    def __init__(self, driver: CharmDriver, garm: StoryGarm) -> None:
+        """Tell the story with ``driver``'s charm and the GARM backend ``garm``."""
         self.driver = driver
-        self.garm = driver.emulator
+        self.garm = garm
         self.step_number = 0
 
     def step(self, title: str) -> None:
@@ -57,7 +66,7 @@ class Story:
                 f"runners={len(runners)} [{statuses}]"
             )
         print(f"  Published providers: {', '.join(planned_providers(state)) or 'none'}")
-        print(f"  GARM loaded providers: {', '.join(self.garm.providers) or 'none'}")
+        print(f"  GARM loaded providers: {', '.join(self.garm.providers()) or 'none'}")
 
     def expect(self, what: str, condition: bool) -> None:
         """Check one expectation of the current step."""
@@ -65,14 +74,33 @@ class Story:
         if not condition:
             raise StoryFailedError(what)
 
+    def await_garm(self, what: str, probe: Callable[[], object]) -> None:
+        """Let GARM work until ``probe`` holds (bounded); the step fails otherwise."""
+        self.expect(f"GARM reached: {what}", self.garm.await_state(what, probe))
+
+    def hook(self) -> testing.State:
+        """Run update-status and show the result."""
+        state = self.driver.run(self.driver.ctx.on.update_status())
+        self.show(state)
+        return state
+
     def until(
-        self, what: str, done: Callable[[testing.State], bool], *, passes: int = 8
+        self,
+        what: str,
+        done: Callable[[testing.State], bool],
+        *,
+        awaiting: str | None = None,
+        passes: int = 8,
+        hook_first: bool = False,
     ) -> testing.State:
-        """Tick GARM's clock and run update-status until ``done`` holds, showing each hook."""
-        for _ in range(passes):
-            self.garm.advance(TICK)
-            state = self.driver.run(self.driver.ctx.on.update_status())
-            self.show(state)
+        """Let GARM work and run update-status until ``done`` holds, showing each hook.
+
+        With ``hook_first`` the first hook runs at once (it is what GARM waits for).
+        """
+        for number in range(passes):
+            if number or not hook_first:
+                self.garm.let_work(awaiting)
+            state = self.hook()
             if done(state):
                 self.expect(what, True)
                 return state
@@ -95,11 +123,15 @@ def message(state: testing.State) -> str:
     return state.unit_status.message
 
 
-def tell(story: Story) -> None:
-    """The story of section 20 of the spec, step by step."""
-    driver, garm = story.driver, story.garm
+def live_name(garm: StoryGarm, prefix: str) -> str:
+    """The live name of the scale set whose name starts with ``prefix``."""
+    return next(s["name"] for s in garm.scalesets() if s["name"].startswith(prefix))
 
-    story.step("Deploy garm alone (SQLite)")
+
+def deploy(story: Story) -> testing.State:
+    """Step: deploy garm alone; it bootstraps GARM and waits for a configurator."""
+    driver, garm = story.driver, story.garm
+    story.step("Deploy garm alone")
     driver.run(driver.ctx.on.install())
     driver.run(driver.ctx.on.leader_elected())
     state = driver.run(driver.ctx.on.pebble_ready(driver.state.get_container("garm")))
@@ -111,7 +143,12 @@ def tell(story: Story) -> None:
     story.expect(
         "GARM initialised with its admin user", garm.controller().get("metadata_url") is not None
     )
+    return state
 
+
+def integrate(story: Story) -> tuple[Configurator, Configurator]:
+    """Step: integrate cfg-a and cfg-b; everything is created in GARM."""
+    driver, garm = story.driver, story.garm
     story.step("Integrate two configurators: cfg-a and cfg-b")
     cfg_a = configurator("cfg-a", relation_id=1, org="org-a", labels="linux,x64")
     cfg_b = configurator("cfg-b", relation_id=2, org="org-b", labels="jammy", app_id="102")
@@ -119,87 +156,134 @@ def tell(story: Story) -> None:
     state = driver.add_configurator(cfg_b)
     story.show(state)
     story.expect("status is Active", state.unit_status == ops.ActiveStatus())
-    story.expect("both providers loaded by GARM", garm.providers == ["cfg-a-0", "cfg-b-0"])
+    story.expect("both providers loaded by GARM", garm.providers() == ["cfg-a-0", "cfg-b-0"])
     story.expect("two scale sets created", len(garm.scalesets()) == 2)
     story.expect(
         "two credentials and two organisations",
         len(garm.credentials()) == 2 and len(garm.organizations()) == 2,
     )
+    return cfg_a, cfg_b
 
-    story.step("GARM's clock advances: runners come up idle")
-    garm.advance(TICK)
-    garm.advance(TICK)
-    state = driver.run(driver.ctx.on.update_status())
-    story.show(state)
-    story.expect(
-        "every scale set has an idle runner",
-        all(garm.instances(s["name"]) for s in garm.scalesets()),
-    )
 
+def runners_come_up(story: Story) -> testing.State:
+    """Step: GARM brings up one idle runner per scale set (min idle 1)."""
+    garm = story.garm
+    story.step("GARM brings runners up: one idle runner per scale set")
+
+    def every_scaleset_idle() -> bool:
+        scalesets = garm.scalesets()
+        return bool(scalesets) and all(
+            any(is_idle(r) for r in garm.instances(s["name"])) for s in scalesets
+        )
+
+    story.await_garm("an idle runner in every scale set", every_scaleset_idle)
+    state = story.hook()
+    story.expect("every scale set has an idle runner", every_scaleset_idle())
+    story.expect("status is Active", state.unit_status == ops.ActiveStatus())
+    return state
+
+
+def change_labels(story: Story, cfg_a: Configurator) -> None:
+    """Step: a label change replaces cfg-a's scale set blue/green, drained through GARM."""
+    driver, garm = story.driver, story.garm
     story.step("Change cfg-a's labels to linux,x64,noble")
-    old_a = next(s["name"] for s in garm.scalesets() if s["name"].startswith("cfg-a"))
+    old_a = live_name(garm, "cfg-a")
     state = driver.change_relation(cfg_a.relation, labels="linux,x64,noble")
     story.show(state)
     story.expect(
         "cfg-a: creating replacement", message(state) == "cfg-a-runners: creating replacement"
     )
-    state = driver.run(driver.ctx.on.update_status())
-    story.show(state)
+    state = story.hook()
     story.expect("cfg-a: draining 1 runner", message(state) == "cfg-a-runners: draining 1 runner")
+    story.expect(
+        "old generation disabled", not (garm.scaleset_by_name(old_a) or {}).get("enabled")
+    )
     # With no job in flight the drained predecessor is deleted in the same pass that sees it
     # empty; one refused delete shows the phase an operator sees when GARM is slow to agree.
-    print("  (fault injected: GARM refuses the next scale set delete once)")
-    garm.fail_next("DELETE", r"/scalesets/\d+", 500, count=1)
+    print(f"  ({garm.refuse_next_scaleset_delete()})")
     story.until(
-        "cfg-a: awaiting deletion", lambda s: message(s) == "cfg-a-runners: awaiting deletion"
+        "cfg-a: awaiting deletion",
+        lambda s: message(s) == "cfg-a-runners: awaiting deletion",
+        awaiting=f"GARM to remove the idle runner of the disabled {old_a}",
     )
-    state = story.until(
-        "changeover done: plain Active", lambda s: s.unit_status == ops.ActiveStatus()
-    )
+    story.until("changeover done: plain Active", lambda s: s.unit_status == ops.ActiveStatus())
     story.expect("old generation gone", garm.scaleset_by_name(old_a) is None)
     story.expect("its template gone", garm.template_by_name(f"github_linux-{old_a}") is None)
 
+
+def remove_busy_configurator(story: Story, cfg_b: Configurator) -> None:
+    """Step: removing cfg-b keeps its provider until GARM deleted its busy runner."""
+    driver, garm = story.driver, story.garm
     story.step("Remove cfg-b while its runner is busy with a job")
-    b_live = next(s["name"] for s in garm.scalesets() if s["name"].startswith("cfg-b"))
-    busy = garm.instances(b_live)[0]["name"]
-    garm.mark_busy(busy)
+    b_live = live_name(garm, "cfg-b")
+    busy = garm.start_job(b_live)
+    print(f"  ({busy} is busy with a job)")
     state = driver.remove_relation(cfg_b.relation)
     story.show(state)
     story.expect(
         "cfg-b's scale set still exists (busy runner)", garm.scaleset_by_name(b_live) is not None
     )
     story.expect("cfg-b-0 still published", "cfg-b-0" in planned_providers(state))
-    story.expect("cfg-b-0 still loaded by GARM", "cfg-b-0" in garm.providers)
-    state = driver.run(driver.ctx.on.update_status())
-    story.show(state)
+    story.expect("cfg-b-0 still loaded by GARM", "cfg-b-0" in garm.providers())
+    state = story.hook()
     story.expect(
-        "busy runner left in place", any(r["name"] == busy for r in garm.instances(b_live))
+        "busy runner left in place",
+        any(r["name"] == busy and is_busy(r) for r in garm.instances(b_live)),
     )
+    story.expect("cfg-b-0 still published", "cfg-b-0" in planned_providers(state))
     print(f"  (the job on {busy} finishes)")
-    garm.finish_job(busy)
-    state = story.until(
-        "cfg-b's scale set swept", lambda _s: garm.scaleset_by_name(b_live) is None
+    garm.finish_job(b_live, busy)
+    story.until(
+        "cfg-b's scale set swept",
+        lambda _s: garm.scaleset_by_name(b_live) is None,
+        awaiting=f"GARM to delete {busy} and its scale set",
+        hook_first=True,
     )
-    story.expect("cfg-b-0 kept in the record until now", "cfg-b-0" in garm.providers)
+    story.expect("cfg-b-0 kept in the record until now", "cfg-b-0" in garm.providers())
 
+
+def trim_provider(story: Story) -> None:
+    """Step: the next hook drops cfg-b-0 from the record and GARM restarts without it."""
+    garm = story.garm
     story.step("Next hook: cfg-b-0 trimmed, GARM restarted without it")
-    state = driver.run(driver.ctx.on.update_status())
-    story.show(state)
+    state = story.hook()
     story.expect("published providers are cfg-a-0 only", planned_providers(state) == ["cfg-a-0"])
-    story.expect("GARM runs with cfg-a-0 only", garm.providers == ["cfg-a-0"])
+    story.expect("GARM runs with cfg-a-0 only", garm.providers() == ["cfg-a-0"])
     story.expect("status is Active", state.unit_status == ops.ActiveStatus())
 
 
-def main() -> int:
+def tell(story: Story) -> None:
+    """The story of section 20 of the spec, step by step."""
+    deploy(story)
+    cfg_a, cfg_b = integrate(story)
+    runners_come_up(story)
+    change_labels(story, cfg_a)
+    remove_busy_configurator(story, cfg_b)
+    trim_provider(story)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
     """Run the story; return 0 when every expectation held."""
-    with tempfile.TemporaryDirectory() as data_dir, GarmEmulator(providers=[]) as garm:
-        story = Story(CharmDriver(garm, base_state(Path(data_dir))))
-        try:
-            tell(story)
-        except StoryFailedError as exc:
-            print(f"\nSIMULATION FAILED at step {story.step_number}: {exc}")
-            return 1
-    print("\nSimulation passed: every expected state was reached.")
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--garm", choices=(EMULATOR, REAL), default=EMULATOR)
+    args = parser.parse_args(argv)
+    started = time.monotonic()
+    try:
+        with open_backend(args.garm) as backend:
+            print(f"GARM: {backend.description}")
+            story = Story(backend.driver, backend.garm)
+            try:
+                tell(story)
+            except StoryFailedError as exc:
+                print(f"\nSIMULATION FAILED at step {story.step_number}: {exc}")
+                return 1
+    except BackendUnavailableError as exc:
+        print(f"SIMULATION NOT RUN: {exc}")
+        return 1
+    elapsed = time.monotonic() - started
+    print(
+        f"\nSimulation passed on {args.garm}: every expected state was reached ({elapsed:.0f} s)."
+    )
     return 0
 
 

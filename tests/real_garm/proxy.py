@@ -4,6 +4,11 @@ Tests read what GARM itself was asked, and what it answered, from this record ra
 the charm's own counters: every call the charm makes passes through here unchanged. The record
 holds the method, the path relative to ``/api/v1``, the query, the JSON body and GARM's status.
 
+Tests may also have the proxy refuse a call in GARM's place (:meth:`RecordingProxy.refuse_next`):
+the call is answered with the given status and a GARM-shaped error body without reaching GARM,
+and it is recorded with that status. The simulation uses it to show a phase that needs GARM to
+refuse a delete, which real GARM cannot be made to do on demand.
+
 One hook is offered for the real-GARM harness: a callable run after GARM accepted the controller
 URLs (``PUT /api/v1/controller``), with the caller's ``Authorization`` header, before the answer
 goes back. The harness uses it to point GARM's ``github.com`` endpoint at the GitHub stand-in at
@@ -14,6 +19,7 @@ from __future__ import annotations
 
 import http.client
 import json
+import re
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -61,6 +67,7 @@ class RecordingProxy:
         self.upstream_port = upstream_port
         self.on_urls_set: UrlsSetHook | None = None
         self._calls: list[RecordedCall] = []
+        self._refusals: list[tuple[str, re.Pattern[str], int]] = []
         self._lock = threading.Lock()
         self._server: ThreadingHTTPServer | None = None
         self._thread: threading.Thread | None = None
@@ -107,6 +114,23 @@ class RecordingProxy:
         """Forget the calls recorded so far."""
         with self._lock:
             self._calls.clear()
+
+    def refuse_next(self, method: str, path_regex: str, status: int = 500) -> None:
+        """Refuse the next ``method`` call whose API path fully matches ``path_regex``.
+
+        The call is answered with ``status`` in GARM's place and does not reach GARM.
+        """
+        with self._lock:
+            self._refusals.append((method, re.compile(path_regex), status))
+
+    def take_refusal(self, method: str, path: str) -> int | None:
+        """Return (and forget) the injected status for this call, or None (handler use)."""
+        with self._lock:
+            for index, (wanted, pattern, status) in enumerate(self._refusals):
+                if wanted == method and pattern.fullmatch(path):
+                    del self._refusals[index]
+                    return status
+        return None
 
     def record(self, call: RecordedCall) -> None:
         """Remember one call (handler use)."""
@@ -161,18 +185,26 @@ class _ProxyHandler(BaseHTTPRequestHandler):
         length = int(self.headers.get("Content-Length") or 0)
         body = self.rfile.read(length) if length else b""
         headers = {k: v for k, v in self.headers.items() if k.lower() not in _HOP_HEADERS}
-        try:
-            status, answer_headers, answer = proxy.forward(self.command, self.path, body, headers)
-        except OSError:
-            # GARM is down: the client must see a dropped connection, as it would without us.
-            self.close_connection = True
-            return
         split = urlsplit(self.path)
         path = (
             split.path.removeprefix(API_PREFIX)
             if split.path.startswith(API_PREFIX)
             else split.path
         )
+        injected = proxy.take_refusal(self.command, path)
+        if injected is not None:
+            status, answer_headers = injected, [("Content-Type", "application/json")]
+            answer = json.dumps({"error": "Server error", "details": "injected by the test proxy"})
+            answer = answer.encode()
+        else:
+            try:
+                status, answer_headers, answer = proxy.forward(
+                    self.command, self.path, body, headers
+                )
+            except OSError:
+                # GARM is down: the client must see a dropped connection, as without us.
+                self.close_connection = True
+                return
         if (
             self.command == "PUT"
             and path == CONTROLLER_PATH

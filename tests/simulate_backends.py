@@ -1,0 +1,475 @@
+"""The two GARMs the operator story can be told against (``tests/simulate.py``).
+
+The story is one: the same steps and expectations whichever GARM answers. What differs is how
+GARM's own work is let happen and how a job reaches a runner, so each backend offers the same
+small surface:
+
+- read views (``scalesets()``, ``instances(name)``, ``providers()``, ...) as GARM lists them;
+- ``let_work(awaiting)``: give GARM's background workers a chance before the next hook. The
+  emulator moves its simulated clock 30 s; real GARM runs on its own clock, so the story polls
+  GARM's listing (bounded) until something in it changes, and says what it awaits;
+- ``await_state(what, probe)``: a bounded wait for a state of GARM's, printed;
+- ``start_job(scaleset)`` / ``finish_job(runner)``: a job runs on a runner. The emulator marks
+  the runner busy directly; with real GARM the job is queued in the GitHub stand-in, GARM
+  acquires it, the stand-in starts it on one of GARM's idle runners and GARM marks that runner
+  busy from the Actions message queue; completing it makes GARM delete the ephemeral runner;
+- after ``finish_job`` of a runner whose scale set the charm already disabled: the emulator's
+  GARM marks the runner ``pending_delete`` at once. Real GARM does not: it stops a scale set's
+  message listener when the scale set is disabled (measured: it deletes its Actions session and
+  polls no more), so the JobCompleted message never reaches it and the runner stays
+  ``running``/``active``. What frees the runner then is the charm's own rule that a job showing
+  no change for ``MAX_JOB_RUNTIME`` (5 days) no longer protects its runner; the real backend
+  waits a bounded time for GARM, says what it saw, and moves the *charm's* clock (the clock of
+  :mod:`scaleset_reconciler`) past that limit for the rest of the story, the real equivalent of
+  the emulator's simulated clock;
+- ``refuse_next_scaleset_delete()``: the next scale set delete is refused. The emulator refuses
+  it itself; real GARM cannot be made to refuse on demand, so the recording proxy in front of it
+  answers 500 in its place (said in the output).
+
+:func:`open_backend` builds either one with a charm driver whose base state carries any extra
+relations (PostgreSQL for the PostgreSQL tests). With real GARM the base state also carries an
+``ingress`` relation whose URL is the recording proxy on 127.0.0.1, so the charm itself sets
+GARM's controller URLs to loopback and the stand-in provider's simulated runner VMs reach GARM
+(with the in-cluster URL the charm uses without ingress, runners would stay ``pending``).
+"""
+
+from __future__ import annotations
+
+import json
+import tempfile
+import time
+from collections.abc import Callable, Iterable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from datetime import datetime, timedelta, tzinfo
+from pathlib import Path
+from typing import Any, Protocol
+from unittest import mock
+
+from ops import testing
+
+import scaleset_reconciler
+from tests.charm_driver import CharmDriver, base_state
+from tests.garm_emulator import GarmEmulator
+from tests.github_standin import GitHubStandin
+from tests.real_garm import provider_standin
+from tests.real_garm.harness import SKIP_REASON, RealGarm, garm_binary
+
+EMULATOR = "emulator"
+REAL = "real"
+TICK = timedelta(seconds=30)
+# Emulator rounds of 30 simulated seconds a wait may take.
+EMULATOR_ROUNDS = 8
+# Real GARM: how long one wait for a change, and one wait for a state, may take (seconds).
+CHANGE_TIMEOUT = 30.0
+STATE_TIMEOUT = 120.0
+# How long real GARM gets to delete a finished job's runner by itself before the story says it
+# did not (it never does for a disabled scale set, see the module docstring).
+JOB_END_TIMEOUT = 20.0
+# How far the charm's clock moves so that a finished job no longer protects its runner.
+CHARM_CLOCK_SHIFT = scaleset_reconciler.MAX_JOB_RUNTIME + timedelta(hours=1)
+POLL_INTERVAL = 0.5
+INGRESS_RELATION = "ingress"
+# Relation ids the story's configurators (1, 2, ...) never take.
+INGRESS_RELATION_ID = 90
+_SCALESET_DELETE = r"/scalesets/\d+"
+
+
+class BackendUnavailableError(RuntimeError):
+    """The backend cannot run here (no GARM binary)."""
+
+
+class StoryGarm(Protocol):
+    """What the story needs of a GARM backend."""
+
+    name: str
+
+    def controller(self) -> dict[str, Any]:
+        """GARM's controller information."""
+        ...
+
+    def credentials(self) -> list[dict[str, Any]]:
+        """Credentials as GARM lists them."""
+        ...
+
+    def organizations(self) -> list[dict[str, Any]]:
+        """Organisations as GARM lists them."""
+        ...
+
+    def scalesets(self) -> list[dict[str, Any]]:
+        """Scale sets as GARM lists them."""
+        ...
+
+    def scaleset_by_name(self, name: str) -> dict[str, Any] | None:
+        """One scale set by name, or None."""
+        ...
+
+    def instances(self, scaleset_name: str) -> list[dict[str, Any]]:
+        """Runners of one scale set."""
+        ...
+
+    def template_by_name(self, name: str) -> dict[str, Any] | None:
+        """One template by name, or None."""
+        ...
+
+    def providers(self) -> list[str]:
+        """Names of the providers GARM runs with, sorted."""
+        ...
+
+    def let_work(self, awaiting: str | None) -> None:
+        """Let GARM's background workers run before the next hook (``awaiting`` what)."""
+        ...
+
+    def await_state(self, what: str, probe: Callable[[], object]) -> bool:
+        """Let GARM work until ``probe`` is truthy, within a bound; return whether it was."""
+        ...
+
+    def refuse_next_scaleset_delete(self) -> str:
+        """Have the next scale set delete refused; return the note to print."""
+        ...
+
+    def start_job(self, scaleset_name: str) -> str:
+        """Run a job on a runner of the scale set; return the busy runner's name."""
+        ...
+
+    def finish_job(self, scaleset_name: str, runner_name: str) -> None:
+        """The job on ``runner_name`` (of ``scaleset_name``) completes."""
+        ...
+
+
+def is_idle(runner: dict[str, Any]) -> bool:
+    """Whether GARM lists the runner as up and waiting for a job."""
+    return runner.get("status") == "running" and runner.get("runner_status") == "idle"
+
+
+def is_busy(runner: dict[str, Any]) -> bool:
+    """Whether GARM lists the runner as running a job."""
+    return runner.get("runner_status") == "active"
+
+
+class EmulatorGarm:
+    """The emulator, its simulated clock and its test controls."""
+
+    name = EMULATOR
+
+    def __init__(self, emulator: GarmEmulator) -> None:
+        """Tell the story against ``emulator``."""
+        self.emulator = emulator
+
+    def controller(self) -> dict[str, Any]:
+        """GARM's controller information."""
+        return self.emulator.controller()
+
+    def credentials(self) -> list[dict[str, Any]]:
+        """Credentials as GARM lists them."""
+        return self.emulator.credentials()
+
+    def organizations(self) -> list[dict[str, Any]]:
+        """Organisations as GARM lists them."""
+        return self.emulator.organizations()
+
+    def scalesets(self) -> list[dict[str, Any]]:
+        """Scale sets as GARM lists them."""
+        return self.emulator.scalesets()
+
+    def scaleset_by_name(self, name: str) -> dict[str, Any] | None:
+        """One scale set by name, or None."""
+        return self.emulator.scaleset_by_name(name)
+
+    def instances(self, scaleset_name: str) -> list[dict[str, Any]]:
+        """Runners of one scale set."""
+        return self.emulator.instances(scaleset_name)
+
+    def template_by_name(self, name: str) -> dict[str, Any] | None:
+        """One template by name, or None."""
+        return self.emulator.template_by_name(name)
+
+    def providers(self) -> list[str]:
+        """Names of the providers GARM runs with, sorted."""
+        return sorted(self.emulator.providers)
+
+    def let_work(self, awaiting: str | None) -> None:
+        """Move the simulated clock 30 s (one round of GARM's workers)."""
+        del awaiting
+        self.emulator.advance(TICK)
+
+    def await_state(self, what: str, probe: Callable[[], object]) -> bool:
+        """Advance the simulated clock round by round until ``probe`` holds."""
+        for rounds in range(EMULATOR_ROUNDS + 1):
+            if probe():
+                print(f"  (reached after {rounds} x 30 s of GARM's simulated clock: {what})")
+                return True
+            self.emulator.advance(TICK)
+        return False
+
+    def refuse_next_scaleset_delete(self) -> str:
+        """The emulator refuses the next scale set delete once."""
+        self.emulator.fail_next("DELETE", _SCALESET_DELETE, 500, count=1)
+        return "fault injected: GARM refuses the next scale set delete once"
+
+    def start_job(self, scaleset_name: str) -> str:
+        """Mark the scale set's first runner busy with a job."""
+        busy = self.emulator.instances(scaleset_name)[0]["name"]
+        self.emulator.mark_busy(busy)
+        return busy
+
+    def finish_job(self, scaleset_name: str, runner_name: str) -> None:
+        """The job ends; the emulator puts the ephemeral runner in ``pending_delete``."""
+        del scaleset_name
+        self.emulator.finish_job(runner_name)
+
+
+class RealStoryGarm:
+    """Real GARM behind its recording proxy, the GitHub stand-in and the stand-in provider."""
+
+    name = REAL
+
+    def __init__(self, real: RealGarm, github: GitHubStandin) -> None:
+        """Tell the story against ``real``, whose GitHub is ``github``."""
+        self.real = real
+        self.github = github
+        self._jobs: dict[str, int] = {}
+        self._clock_shift: Any = None
+
+    def close(self) -> None:
+        """Put the charm's clock back."""
+        if self._clock_shift is not None:
+            self._clock_shift.stop()
+            self._clock_shift = None
+
+    def controller(self) -> dict[str, Any]:
+        """GARM's controller information."""
+        return self.real.controller()
+
+    def credentials(self) -> list[dict[str, Any]]:
+        """Credentials as GARM lists them."""
+        return self.real.credentials()
+
+    def organizations(self) -> list[dict[str, Any]]:
+        """Organisations as GARM lists them."""
+        return self.real.organizations()
+
+    def scalesets(self) -> list[dict[str, Any]]:
+        """Scale sets as GARM lists them."""
+        return self.real.scalesets()
+
+    def scaleset_by_name(self, name: str) -> dict[str, Any] | None:
+        """One scale set by name, or None."""
+        return self.real.scaleset_by_name(name)
+
+    def instances(self, scaleset_name: str) -> list[dict[str, Any]]:
+        """Runners of one scale set."""
+        return self.real.instances(scaleset_name)
+
+    def template_by_name(self, name: str) -> dict[str, Any] | None:
+        """One template by name, or None."""
+        return next((t for t in self.real.templates() if t.get("name") == name), None)
+
+    def providers(self) -> list[str]:
+        """Names of the providers GARM loaded, sorted."""
+        return sorted(self.real.providers())
+
+    def let_work(self, awaiting: str | None) -> None:
+        """Poll GARM's listing until its scale sets or runners change, within a bound.
+
+        With nothing awaited of GARM (the next hook's own calls are what matters), no wait.
+        """
+        if awaiting is None:
+            return
+        before = self._fingerprint()
+        started = time.monotonic()
+        print(
+            f"  (awaiting {awaiting}: polling GARM until its listing changes, <= "
+            f"{CHANGE_TIMEOUT:.0f} s)"
+        )
+        while time.monotonic() - started < CHANGE_TIMEOUT:
+            time.sleep(POLL_INTERVAL)
+            if self._fingerprint() != before:
+                print(f"  (GARM's listing changed after {time.monotonic() - started:.1f} s)")
+                return
+        print(f"  (no change in GARM's listing within {CHANGE_TIMEOUT:.0f} s)")
+
+    def await_state(self, what: str, probe: Callable[[], object]) -> bool:
+        """Poll real GARM (twice a second, at most :data:`STATE_TIMEOUT`) until ``probe``."""
+        started = time.monotonic()
+        print(f"  (awaiting {what}: polling real GARM, <= {STATE_TIMEOUT:.0f} s)")
+        while True:
+            if probe():
+                print(f"  (reached after {time.monotonic() - started:.1f} s: {what})")
+                return True
+            if time.monotonic() - started > STATE_TIMEOUT:
+                return False
+            time.sleep(POLL_INTERVAL)
+
+    def refuse_next_scaleset_delete(self) -> str:
+        """The recording proxy refuses the next scale set delete in GARM's place."""
+        self.real.proxy.refuse_next("DELETE", _SCALESET_DELETE, 500)
+        return (
+            "fault injected at the recording proxy: the next scale set delete is answered 500 "
+            "without reaching GARM (real GARM cannot be made to refuse on demand)"
+        )
+
+    def start_job(self, scaleset_name: str) -> str:
+        """Queue a job in the stand-in, start it on an idle runner, await GARM's busy mark."""
+        job_id = self.github.queue_job(scaleset_name)
+        print(f"  (job {job_id} queued in the GitHub stand-in for {scaleset_name})")
+        if not self.await_state(f"GARM to acquire job {job_id}", lambda: self._assigned(job_id)):
+            raise AssertionError(f"GARM did not acquire job {job_id}")
+        idle = [r for r in self.real.instances(scaleset_name) if is_idle(r)]
+        if not idle:
+            raise AssertionError(f"no idle runner of {scaleset_name} to start job {job_id} on")
+        runner = str(idle[0]["name"])
+        self.github.start_job(job_id, runner)
+        print(f"  (the stand-in starts job {job_id} on {runner})")
+        if not self.await_state(
+            f"GARM to mark {runner} busy", lambda: self._runner_busy(scaleset_name, runner)
+        ):
+            raise AssertionError(f"GARM did not mark {runner} busy")
+        self._jobs[runner] = job_id
+        return runner
+
+    def finish_job(self, scaleset_name: str, runner_name: str) -> None:
+        """Complete the runner's job in the stand-in; see what GARM does; move the charm's clock.
+
+        GitHub unregisters the ephemeral runner. If GARM does not delete the runner within
+        :data:`JOB_END_TIMEOUT`, the charm's clock moves :data:`CHARM_CLOCK_SHIFT` ahead.
+        """
+        self.github.complete_job(self._jobs.pop(runner_name))
+        scaleset = self.real.scaleset_by_name(scaleset_name) or {}
+
+        def runner_gone_or_deleting() -> bool:
+            runners = self.real.instances(scaleset_name)
+            mine = [r for r in runners if r.get("name") == runner_name]
+            return not mine or mine[0].get("status") != "running"
+
+        print(
+            f"  (awaiting GARM to delete {runner_name} after its job: polling real GARM, <= "
+            f"{JOB_END_TIMEOUT:.0f} s)"
+        )
+        deadline = time.monotonic() + JOB_END_TIMEOUT
+        while time.monotonic() < deadline:
+            if runner_gone_or_deleting():
+                print(f"  (GARM acted on the job's end: {runner_name} is being deleted)")
+                return
+            time.sleep(POLL_INTERVAL)
+        listening = any(v.name == scaleset_name and v.has_session for v in self.github.scalesets())
+        print(
+            f"  (real GARM: {runner_name} is still listed as running/active "
+            f"{JOB_END_TIMEOUT:.0f} s after its job ended. The scale set is "
+            f"{'enabled' if scaleset.get('enabled') else 'disabled'} and GARM has "
+            f"{'a' if listening else 'no'} message session for it, so the JobCompleted message "
+            "never reaches GARM. The emulator's GARM would mark the runner pending_delete.)"
+        )
+        print(
+            f"  (the charm's clock moves {CHARM_CLOCK_SHIFT} ahead: past MAX_JOB_RUNTIME its "
+            "rule no longer lets the job protect the runner; the charm removes it through GARM)"
+        )
+        self._clock_shift = mock.patch.object(scaleset_reconciler, "datetime", _ShiftedDatetime)
+        self._clock_shift.start()
+
+    def _assigned(self, job_id: int) -> bool:
+        return any(j.id == job_id and j.state == "assigned" for j in self.github.jobs())
+
+    def _runner_busy(self, scaleset_name: str, runner: str) -> bool:
+        return any(r["name"] == runner and is_busy(r) for r in self.real.instances(scaleset_name))
+
+    def _fingerprint(self) -> list[tuple[object, ...]]:
+        rows: list[tuple[object, ...]] = []
+        for scaleset in self.real.scalesets():
+            rows.append((scaleset.get("name"), scaleset.get("enabled")))
+            rows.extend(
+                (r.get("name"), r.get("status"), r.get("runner_status"))
+                for r in self.real.get(f"/scalesets/{scaleset['id']}/instances") or []
+            )
+        return rows
+
+
+class _ShiftedDatetime(datetime):
+    """``datetime`` whose ``now()`` is :data:`CHARM_CLOCK_SHIFT` ahead."""
+
+    @classmethod
+    def now(cls, tz: tzinfo | None = None) -> datetime:  # type: ignore[override]
+        """The real time plus the shift."""
+        return datetime.now(tz) + CHARM_CLOCK_SHIFT
+
+
+@dataclass
+class Backend:
+    """A started GARM backend and the charm driver talking to it."""
+
+    garm: StoryGarm
+    driver: CharmDriver
+    description: str
+
+
+def ingress_relation(url: str) -> testing.Relation:
+    """An ingress relation whose provider answered ``url``."""
+    return testing.Relation(
+        INGRESS_RELATION,
+        remote_app_name="traefik",
+        id=INGRESS_RELATION_ID,
+        remote_app_data={"ingress": json.dumps({"url": url})},
+    )
+
+
+@contextmanager
+def open_backend(
+    name: str,
+    *,
+    relations: Iterable[testing.Relation] = (),
+    secrets: Iterable[testing.Secret] = (),
+    workdir: Path | None = None,
+) -> Iterator[Backend]:
+    """Start the ``name`` backend and a charm driver on a fresh deployment; stop it after."""
+    with tempfile.TemporaryDirectory() as scratch:
+        root = workdir or Path(scratch)
+        data = root / "data"
+        data.mkdir()
+        if name == EMULATOR:
+            with GarmEmulator(providers=[]) as emulator:
+                state = base_state(data, relations=set(relations), secrets=set(secrets))
+                yield Backend(
+                    EmulatorGarm(emulator),
+                    CharmDriver(emulator, state),
+                    "the GARM emulator (simulated clock)",
+                )
+            return
+        with _real_backend(root, data, list(relations), list(secrets)) as backend:
+            yield backend
+
+
+@contextmanager
+def _real_backend(
+    root: Path, data: Path, relations: list[testing.Relation], secrets: list[testing.Secret]
+) -> Iterator[Backend]:
+    binary = garm_binary()
+    if binary is None:
+        raise BackendUnavailableError(SKIP_REASON)
+    (root / "bin").mkdir()
+    (root / "garm").mkdir()
+    with GitHubStandin() as github:
+        real = RealGarm(
+            root / "garm",
+            binary=binary,
+            provider_binary=provider_standin.install(root / "bin"),
+            github_endpoint=github.endpoint_params(),
+        )
+        real.proxy.start()
+        story_garm = RealStoryGarm(real, github)
+        try:
+            # The charm's first replan starts GARM; the ingress URL is the proxy's, so the
+            # controller URLs the charm sets (callbacks, metadata) are loopback ones.
+            state = base_state(
+                data,
+                relations={ingress_relation(real.base_url), *relations},
+                secrets=set(secrets),
+            )
+            yield Backend(
+                story_garm,
+                CharmDriver(real, state, ready_timeout=15.0),
+                f"real GARM ({binary}) with the GitHub stand-in and the stand-in provider; "
+                f"ingress URL {real.base_url} (the recording proxy)",
+            )
+        finally:
+            story_garm.close()
+            real.stop()
