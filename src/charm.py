@@ -16,6 +16,7 @@ import ops
 
 import database
 import ingress
+import leadership
 import provider_record
 import secrets_store
 import workload
@@ -72,6 +73,8 @@ class GarmCharm(ops.CharmBase):
         self._status: ops.StatusBase | None = None
         self._progress: Sequence[ScalesetProgress] = ()
         self._problems = ""
+        # Leader only: more than one unit on SQLite, shown on the application (ADR 0007).
+        self._units_blocked: ops.StatusBase | None = None
         on = self.on
         events: list[ops.BoundEvent] = [
             on.install,
@@ -96,6 +99,13 @@ class GarmCharm(ops.CharmBase):
                 on[relation].relation_changed,
                 on[relation].relation_broken,
             ]
+        # A deposed leader gets one of these soon after leadership moves (ADR 0007).
+        events += [
+            on.leader_settings_changed,
+            on[leadership.PEER_RELATION].relation_joined,
+            on[leadership.PEER_RELATION].relation_changed,
+            on[leadership.PEER_RELATION].relation_departed,
+        ]
         for event in events:
             framework.observe(event, self._on_reconcile_event)
         framework.observe(on.secret_remove, self._on_secret_revision_obsolete)
@@ -121,6 +131,8 @@ class GarmCharm(ops.CharmBase):
         # Only the leader gets this event; the app shows what the leader's unit shows.
         if self._status is not None:
             event.add_status(self._unit_status(self._status))
+        if self._units_blocked is not None:
+            event.add_status(self._units_blocked)
 
     def _unit_status(self, status: ops.StatusBase) -> ops.StatusBase:
         if not isinstance(status, ops.ActiveStatus):
@@ -168,6 +180,7 @@ class GarmCharm(ops.CharmBase):
         """Bring the workload and GARM to the desired state, in the spec's order."""
         if self.unit.is_leader():
             secrets_store.ensure_owned_secrets(self.app, self.model)
+            leadership.announce(self.model)
         # Relation data only: every unit publishes its ingress address, leader or not.
         ingress.publish_ingress_request(self)
         container = self.unit.get_container(workload.CONTAINER_NAME)
@@ -181,8 +194,17 @@ class GarmCharm(ops.CharmBase):
             return
         if not self.unit.is_leader():
             workload.stand_by(container)
-            self._status = ops.ActiveStatus(STANDBY)
+            leadership.release(self.unit)
+            self._status = leadership.units_blocked(self.model) or ops.ActiveStatus(STANDBY)
             return
+        self._units_blocked = leadership.units_blocked(self.model)
+        refused = leadership.claim(self.model)
+        if refused is not None:
+            workload.stand_by(container)
+            leadership.release(self.unit)
+            self._status = refused
+            return
+        leadership.serve(self.unit)
         if not container.exists(workload.DATA_DIR):
             self._status = ops.WaitingStatus(WAITING_STORAGE)
             return
@@ -305,6 +327,9 @@ class GarmCharm(ops.CharmBase):
     def _ensure_controller_urls(self, client: GarmClient) -> None:
         urls = ingress.controller_urls(ingress.external_base_url(self))
         current = client.get_controller()
+        if current.version:
+            # Read from the running GARM, never assumed (juju status: workload version).
+            self.unit.set_workload_version(current.version)
         wanted = dataclasses.asdict(urls)
         if all(getattr(current, key) == value for key, value in wanted.items()):
             logger.debug("GARM controller URLs are up to date")

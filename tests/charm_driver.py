@@ -158,17 +158,37 @@ class Garm(Protocol):
         ...
 
 
+def _halt(garm: Garm) -> None:
+    """Stop GARM's process, as Pebble does when the charm stops the service.
+
+    A backend without ``halt`` (the emulator) keeps answering: tests on it read the Pebble
+    service status instead.
+    """
+    halt = getattr(garm, "halt", None)
+    if callable(halt):
+        halt()
+
+
 class CharmDriver:
     """Runs hooks of the real charm, carrying the output state into the next hook."""
 
     def __init__(
-        self, emulator: Garm, state: testing.State, *, ready_timeout: float = 2.0
+        self,
+        emulator: Garm,
+        state: testing.State,
+        *,
+        ready_timeout: float = 2.0,
+        unit_id: int = 0,
     ) -> None:
-        """Drive a charm whose GARM is ``emulator`` (or a real GARM), starting from ``state``."""
+        """Drive a charm whose GARM is ``emulator`` (or a real GARM), starting from ``state``.
+
+        ``unit_id`` picks the unit (``garm/<unit_id>``): two drivers with their own GARM and
+        storage play two units of one application.
+        """
         self.emulator = emulator
         self.api_url = emulator.url
         self.ready_timeout = ready_timeout
-        self.ctx = testing.Context(GarmCharm)
+        self.ctx = testing.Context(GarmCharm, unit_id=unit_id)
         self.state = state
         self.replans = 0
 
@@ -223,6 +243,7 @@ class CharmDriver:
     @contextmanager
     def _wired(self) -> Iterator[None]:
         real_apply = workload.apply_workload
+        real_stand_by = workload.stand_by
 
         def apply_and_restart(
             container: ops.Container, layer: ops.pebble.LayerDict, entrypoint: str
@@ -234,9 +255,20 @@ class CharmDriver:
                 self.emulator.replan(dict(service.get("environment", {})))
             return replanned
 
+        def stand_by_and_stop(container: ops.Container) -> None:
+            plan = container.get_plan()
+            running = (
+                workload.SERVICE_NAME in plan.services
+                and container.get_service(workload.SERVICE_NAME).is_running()
+            )
+            real_stand_by(container)
+            if running:
+                _halt(self.emulator)
+
         with (
             mock.patch.object(GarmCharm, "garm_api_url", self.api_url),
             mock.patch.object(GarmCharm, "ready_timeout", self.ready_timeout),
             mock.patch.object(workload, "apply_workload", apply_and_restart),
+            mock.patch.object(workload, "stand_by", stand_by_and_stop),
         ):
             yield

@@ -89,7 +89,9 @@ class Controller:
     garm_agent_version: str = ""
     allow_insecure_garm_agent: bool = False
     minimum_job_age_backoff: int = 30
-    version: str = "v0.2.0-emulator"
+    # The GARM the emulator models, in the form its build stamps (tag-commit); the
+    # conformance test_version checks it against the pin in rockcraft.yaml.
+    version: str = "v0.2.1-afda4e76"
 
 
 @dataclass

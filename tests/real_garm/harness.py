@@ -150,6 +150,10 @@ class RealGarm:
         """Restart GARM with the environment it runs with."""
         self.replan(self.environment)
 
+    def halt(self) -> None:
+        """Stop GARM by its pid and keep the proxy: calls then fail as on a stopped service."""
+        self._terminate()
+
     def stop(self) -> None:
         """Stop GARM (and everything it started) by its pid, then the proxy."""
         self._terminate()
