@@ -6,6 +6,8 @@ relation databags and secrets) but nothing about GARM's API.
 
 from __future__ import annotations
 
+import base64
+import binascii
 import ipaddress
 import json
 import logging
@@ -144,6 +146,7 @@ class CredentialSpec:
     installation_id: int
     private_key: str = field(repr=False)
     description: str
+    source: str = ""  # the configurator application that publishes it, for the status
 
 
 @dataclass(frozen=True)
@@ -153,6 +156,7 @@ class EntitySpec:
     entity_type: str  # "organization" or "repository"
     entity_name: str  # org name, or "owner/repo"
     credentials_name: str
+    source: str = ""  # the configurator application that publishes it, for the status
 
 
 @dataclass(frozen=True)
@@ -177,6 +181,7 @@ class ScalesetSpec:
     os_type: str = "linux"
     template_id: int = 0
     runner_config: RunnerConfig = field(default_factory=RunnerConfig)
+    source: str = ""  # the configurator application that publishes it, for the status
 
 
 @dataclass(frozen=True)
@@ -275,17 +280,41 @@ class InputProblem:
 
     source: str
     reason: str
+    blocked: bool = False
+
+
+@dataclass(frozen=True)
+class Held:
+    """Names of GARM objects a configurator with bad input described: left exactly as they are.
+
+    Attributes:
+        credentials: credential names (``app-<id>-<installation>``).
+        entities: ``(type, name)`` of organisations and repositories.
+        scalesets: logical scale set names.
+    """
+
+    credentials: frozenset[str] = frozenset()
+    entities: frozenset[tuple[str, str]] = frozenset()
+    scalesets: frozenset[str] = frozenset()
 
 
 @dataclass(frozen=True)
 class ConfiguratorInputs:
-    """Everything parsed from the garm-configurator unit databags in one pass."""
+    """Everything parsed from the garm-configurator unit databags in one pass.
+
+    Attributes:
+        held: what configurators with bad input described, to be left as it is.
+        identity_unknown: some configurator with bad input cannot be told what it described
+            (its scale set name is unreadable), so nothing may be deleted this pass.
+    """
 
     providers: tuple[ProviderConfig, ...] = ()
     credentials: tuple[CredentialSpec, ...] = ()
     entities: tuple[EntitySpec, ...] = ()
     scalesets: tuple[ScalesetSpec, ...] = ()
     problems: tuple[InputProblem, ...] = ()
+    held: Held = Held()
+    identity_unknown: bool = False
 
 
 def credential_name(app_id: int, installation_id: int) -> str:
@@ -432,55 +461,98 @@ class _Candidate:
     from_provider_unit: bool
 
 
+@dataclass
+class _Contribution:
+    """What one configurator (one relation) asks for this pass, before relations are merged.
+
+    The identities are read leniently from every unit, even one whose data is invalid, so that
+    what a configurator with bad input described can be held as it is.
+    """
+
+    app: str
+    providers: list[ProviderConfig] = field(default_factory=list[ProviderConfig])
+    credentials: dict[tuple[int, int], CredentialSpec] = field(
+        default_factory=dict[tuple[int, int], CredentialSpec]
+    )
+    entities: dict[tuple[str, str], EntitySpec] = field(
+        default_factory=dict[tuple[str, str], EntitySpec]
+    )
+    scalesets: dict[str, _Candidate] = field(default_factory=dict[str, _Candidate])
+    problems: list[InputProblem] = field(default_factory=list[InputProblem])
+    names: set[str] = field(default_factory=set[str])
+    entity_credentials: dict[tuple[str, str], str] = field(
+        default_factory=dict[tuple[str, str], str]
+    )
+    credential_names: set[str] = field(default_factory=set[str])
+    unnamed: bool = False
+
+    def identify(self, unit: UnitData) -> None:
+        """Record the names this unit's data points at, readable or not."""
+        data = unit.data
+        name = _single_line(data, "name")
+        if name:
+            self.names.add(name)
+        elif has_contract_data(data):
+            self.unnamed = True
+        ids = _lenient_ids(data)
+        target = (
+            _entity_target(data)
+            if _single_line(data, "org") or _single_line(data, "repo")
+            else None
+        )
+        if ids is not None:
+            self.credential_names.add(credential_name(*ids))
+        if target is not None:
+            self.entity_credentials.setdefault(target, credential_name(*ids) if ids else "")
+
+
 class _ConfiguratorParser:
-    """Accumulates the parse of one pass; the per-unit rules live in the methods."""
+    """Accumulates the parse of one pass per configurator, then merges the configurators."""
 
     def __init__(self, read_secret: SecretReader) -> None:
         self._read_secret = read_secret
         self._secret_cache: dict[str, str | None] = {}
-        self._providers: list[ProviderConfig] = []
-        self._credentials: dict[tuple[int, int], CredentialSpec] = {}
-        self._entities: dict[tuple[str, str], EntitySpec] = {}
-        self._scalesets: dict[tuple[int, str], _Candidate] = {}
-        self._problems: list[InputProblem] = []
+        self._contributions: dict[int, _Contribution] = {}
 
     def result(self) -> ConfiguratorInputs:
-        return ConfiguratorInputs(
-            providers=tuple(self._providers),
-            credentials=tuple(self._credentials.values()),
-            entities=tuple(self._entities.values()),
-            scalesets=tuple(candidate.spec for candidate in self._scalesets.values()),
-            problems=tuple(self._problems),
-        )
+        merged = _Merge()
+        for relation_id in sorted(self._contributions):
+            merged.add(self._contributions[relation_id])
+        return merged.result()
 
     def add_unit(self, unit: UnitData) -> None:
+        contribution = self._contributions.setdefault(
+            unit.relation_id, _Contribution(app=unit.unit_name.partition("/")[0])
+        )
+        contribution.identify(unit)
         failed = schema_failures(unit.data)
         if failed:
-            # The whole unit is ignored: half-parsing data that breaks the contract could
+            # Nothing of the unit is used: half-parsing data that breaks the contract could
             # publish a spec built from the wrong fields.
             logger.warning(
                 "ignoring garm-configurator data of %s this pass; keys failing the contract: %s",
                 unit.unit_name,
                 ", ".join(failed),
             )
-            self._problem(unit, "invalid keys: " + ", ".join(failed))
+            self._problem(contribution, unit, "invalid keys: " + ", ".join(failed))
             return
-        self._add_provider(unit)
-        ids = self._github_ids(unit)
+        self._add_provider(contribution, unit)
+        ids = self._github_ids(contribution, unit)
         if ids is not None:
-            self._add_credential(unit, ids)
-            self._add_entity(unit, ids)
-        self._add_scaleset(unit)
+            self._add_credential(contribution, unit, ids)
+            self._add_entity(contribution, unit, ids)
+        self._add_scaleset(contribution, unit)
 
-    def _problem(self, unit: UnitData, reason: str) -> None:
-        self._problems.append(InputProblem(source=unit.unit_name, reason=reason))
+    @staticmethod
+    def _problem(contribution: _Contribution, unit: UnitData, reason: str) -> None:
+        contribution.problems.append(InputProblem(source=unit.unit_name, reason=reason))
 
     def _secret(self, uri: str) -> str | None:
         if uri not in self._secret_cache:
             self._secret_cache[uri] = self._read_secret(uri)
         return self._secret_cache[uri]
 
-    def _add_provider(self, unit: UnitData) -> None:
+    def _add_provider(self, c: _Contribution, unit: UnitData) -> None:
         data = unit.data
         if not _text(data, "openstack_auth_url"):
             return
@@ -490,7 +562,7 @@ class _ConfiguratorParser:
                 "not registering a provider for %r: the unit name is not a safe provider name",
                 unit.unit_name,
             )
-            self._problem(unit, "unit name is not a valid provider name")
+            self._problem(c, unit, "unit name is not a valid provider name")
             return
         # Legacy configurators publish the password in plaintext; it wins when present.
         password = data.get("openstack_password") or ""
@@ -515,14 +587,24 @@ class _ConfiguratorParser:
                 unit.unit_name,
                 ", ".join(missing),
             )
-            self._problem(unit, "provider fields missing: " + ", ".join(missing))
+            self._problem(c, unit, "provider fields missing: " + ", ".join(missing))
             return
-        self._providers.append(provider)
+        c.providers.append(provider)
 
-    def _github_ids(self, unit: UnitData) -> tuple[int, int] | None:
+    def _github_ids(self, c: _Contribution, unit: UnitData) -> tuple[int, int] | None:
         app_raw = _text(unit.data, "github_app_id")
         installation_raw = _text(unit.data, "github_installation_id")
-        if not app_raw or not installation_raw:
+        missing = [key for key in GITHUB_DATABAG_KEYS if not _text(unit.data, key)]
+        if missing and len(missing) < len(GITHUB_DATABAG_KEYS):
+            # Half an App would silently drop the credential and let it be deleted.
+            logger.warning(
+                "skipping the GitHub credential and entity of %s: missing %s",
+                unit.unit_name,
+                ", ".join(missing),
+            )
+            self._problem(c, unit, "GitHub App fields incomplete: missing " + ", ".join(missing))
+            return None
+        if missing:
             return None
         if not (_DECIMAL.fullmatch(app_raw) and _DECIMAL.fullmatch(installation_raw)):
             # The schema keeps these single-line, so quoting them cannot forge log lines.
@@ -533,13 +615,13 @@ class _ConfiguratorParser:
                 app_raw,
                 installation_raw,
             )
-            self._problem(unit, "github_app_id or github_installation_id is not an integer")
+            self._problem(c, unit, "github_app_id or github_installation_id is not an integer")
             return None
         return int(app_raw), int(installation_raw)
 
-    def _add_credential(self, unit: UnitData, ids: tuple[int, int]) -> None:
+    def _add_credential(self, c: _Contribution, unit: UnitData, ids: tuple[int, int]) -> None:
         uri = _text(unit.data, "github_private_key_secret_uri")
-        if not uri or ids in self._credentials:
+        if not uri or ids in c.credentials:
             return
         name = credential_name(*ids)
         private_key = self._secret(uri)
@@ -550,7 +632,7 @@ class _ConfiguratorParser:
                 unit.unit_name,
                 uri,
             )
-            self._problem(unit, "GitHub private key secret is unreadable")
+            self._problem(c, unit, "GitHub private key secret is unreadable")
             return
         if not private_key.strip():
             logger.warning(
@@ -559,25 +641,36 @@ class _ConfiguratorParser:
                 unit.unit_name,
                 ids[0],
             )
-            self._problem(unit, "GitHub private key is empty")
+            self._problem(c, unit, "GitHub private key is empty")
             return
-        self._credentials[ids] = CredentialSpec(
+        key_problem = pkcs1_key_problem(private_key)
+        if key_problem:
+            logger.warning(
+                "skipping credential %s from %s: %s (github_private_key_secret_uri)",
+                name,
+                unit.unit_name,
+                key_problem,
+            )
+            self._problem(c, unit, key_problem)
+            return
+        c.credentials[ids] = CredentialSpec(
             name=name,
             endpoint=DEFAULT_GITHUB_ENDPOINT,
             app_id=ids[0],
             installation_id=ids[1],
             private_key=private_key,
             description=MANAGED_CREDENTIAL_DESCRIPTION,
+            source=c.app,
         )
 
-    def _add_entity(self, unit: UnitData, ids: tuple[int, int]) -> None:
+    def _add_entity(self, c: _Contribution, unit: UnitData, ids: tuple[int, int]) -> None:
         target = _entity_target(unit.data)
         if target is None:
             return
         wanted = credential_name(*ids)
-        existing = self._entities.get(target)
+        existing = c.entities.get(target)
         if existing is None:
-            self._entities[target] = EntitySpec(target[0], target[1], wanted)
+            c.entities[target] = EntitySpec(target[0], target[1], wanted, source=c.app)
         elif existing.credentials_name != wanted:
             logger.warning(
                 "%s %s is already bound to credential %s; ignoring credential %s from %s",
@@ -588,19 +681,18 @@ class _ConfiguratorParser:
                 unit.unit_name,
             )
 
-    def _add_scaleset(self, unit: UnitData) -> None:
-        spec = self._scaleset_spec(unit)
+    def _add_scaleset(self, c: _Contribution, unit: UnitData) -> None:
+        spec = self._scaleset_spec(c, unit)
         if spec is None:
             return
         from_provider_unit = bool(_text(unit.data, "openstack_auth_url"))
-        key = (unit.relation_id, spec.name)
-        current = self._scalesets.get(key)
+        current = c.scalesets.get(spec.name)
         # Every unit of a configurator publishes the same logical scale set; the unit that
         # published the provider wins because only its provider is registered in GARM.
         if current is None or (from_provider_unit and not current.from_provider_unit):
-            self._scalesets[key] = _Candidate(spec, from_provider_unit)
+            c.scalesets[spec.name] = _Candidate(spec, from_provider_unit)
 
-    def _scaleset_spec(self, unit: UnitData) -> ScalesetSpec | None:
+    def _scaleset_spec(self, c: _Contribution, unit: UnitData) -> ScalesetSpec | None:
         data = unit.data
         name = _text(data, "name")
         if not name:
@@ -610,7 +702,7 @@ class _ConfiguratorParser:
             logger.warning(
                 "skipping scale set %s from %s: neither org nor repo is set", name, unit.unit_name
             )
-            self._problem(unit, "neither org nor repo is set")
+            self._problem(c, unit, "neither org nor repo is set")
             return None
         missing = [label for key, label in _SCALESET_REQUIRED if not _text(data, key)]
         if missing:
@@ -620,9 +712,9 @@ class _ConfiguratorParser:
                 unit.unit_name,
                 ", ".join(missing),
             )
-            self._problem(unit, "scale set fields missing: " + ", ".join(missing))
+            self._problem(c, unit, "scale set fields missing: " + ", ".join(missing))
             return None
-        counts = self._counts(unit, name)
+        counts = self._counts(c, unit, name)
         if counts is None:
             return None
         return ScalesetSpec(
@@ -639,11 +731,12 @@ class _ConfiguratorParser:
                 label for label in (t.strip() for t in _text(data, "labels").split(",")) if label
             ),
             runner_group=_text(data, "runner_group"),
-            pre_install_scripts=self._scripts(unit, name),
+            pre_install_scripts=self._scripts(c, unit, name),
             runner_config=RunnerConfig.from_databag(data),
+            source=c.app,
         )
 
-    def _counts(self, unit: UnitData, name: str) -> tuple[int, int] | None:
+    def _counts(self, c: _Contribution, unit: UnitData, name: str) -> tuple[int, int] | None:
         raw = {
             "min_idle_runner": _text(unit.data, "min_idle_runner") or "0",
             "max_runner": _text(unit.data, "max_runner"),
@@ -656,11 +749,22 @@ class _ConfiguratorParser:
                 unit.unit_name,
                 " and ".join(bad),
             )
-            self._problem(unit, " and ".join(bad) + " is not an integer")
+            self._problem(c, unit, " and ".join(bad) + " is not an integer")
             return None
-        return int(raw["min_idle_runner"]), int(raw["max_runner"])
+        min_idle, max_runners = int(raw["min_idle_runner"]), int(raw["max_runner"])
+        # GARM refuses both, and only after registering the scale set with GitHub.
+        reason = ""
+        if max_runners == 0:
+            reason = "max_runner must be at least 1"
+        elif min_idle > max_runners:
+            reason = "min_idle_runner is above max_runner"
+        if reason:
+            logger.warning("skipping scale set %s from %s: %s", name, unit.unit_name, reason)
+            self._problem(c, unit, reason)
+            return None
+        return min_idle, max_runners
 
-    def _scripts(self, unit: UnitData, name: str) -> dict[str, str]:
+    def _scripts(self, c: _Contribution, unit: UnitData, name: str) -> dict[str, str]:
         scripts, acceptable = _pre_install_scripts(unit.data.get("pre_install_scripts") or "")
         if not acceptable:
             logger.warning(
@@ -670,8 +774,135 @@ class _ConfiguratorParser:
                 unit.unit_name,
                 len(scripts),
             )
-            self._problem(unit, "pre_install_scripts is not a JSON object of strings")
+            self._problem(c, unit, "pre_install_scripts is not a JSON object of strings")
         return scripts
+
+
+class _Merge:
+    """Merges the configurators in relation-id order: the first to claim a name owns it.
+
+    A configurator with bad input (or one that claims what an earlier one owns) contributes no
+    credential, entity or scale set this pass; what it described is held as it is, except
+    what belongs to another configurator.
+    """
+
+    def __init__(self) -> None:
+        self.accepted: list[_Contribution] = []
+        self.refused: list[_Contribution] = []
+        self.problems: list[InputProblem] = []
+        self.providers: list[ProviderConfig] = []
+        self.scaleset_owner: dict[str, str] = {}
+        self.entity_owner: dict[tuple[str, str], tuple[str, str]] = {}
+
+    def add(self, c: _Contribution) -> None:
+        self.providers += c.providers
+        for problem in self._conflicts(c):
+            c.problems.append(problem)
+        self.problems += c.problems
+        (self.refused if c.problems else self.accepted).append(c)
+
+    def _conflicts(self, c: _Contribution) -> list[InputProblem]:
+        conflicts: list[InputProblem] = []
+        for name in sorted(c.names):
+            owner = self.scaleset_owner.setdefault(name, c.app)
+            if owner != c.app:
+                conflicts.append(_conflict(c.app, f"scale set {name}", owner))
+        for key, credential in sorted(c.entity_credentials.items()):
+            owner, bound = self.entity_owner.setdefault(key, (c.app, credential))
+            if owner != c.app and credential and bound and credential != bound:
+                conflicts.append(_conflict(c.app, f"{key[0]} {key[1]}", owner))
+        return conflicts
+
+    def result(self) -> ConfiguratorInputs:
+        credentials: dict[str, CredentialSpec] = {}
+        entities: dict[tuple[str, str], EntitySpec] = {}
+        scalesets: list[ScalesetSpec] = []
+        for c in self.accepted:
+            for spec in c.credentials.values():
+                credentials.setdefault(spec.name, spec)
+            for key, entity in c.entities.items():
+                entities.setdefault(key, entity)
+            scalesets += [candidate.spec for candidate in c.scalesets.values()]
+        return ConfiguratorInputs(
+            providers=tuple(self.providers),
+            credentials=tuple(credentials.values()),
+            entities=tuple(entities.values()),
+            scalesets=tuple(scalesets),
+            problems=tuple(self.problems),
+            held=self._held(set(credentials), set(entities)),
+            identity_unknown=any(c.unnamed and not c.names for c in self.refused),
+        )
+
+    def _held(self, desired_credentials: set[str], desired_entities: set[tuple[str, str]]) -> Held:
+        credentials: set[str] = set()
+        entities: set[tuple[str, str]] = set()
+        scalesets: set[str] = set()
+        for c in self.refused:
+            credentials |= c.credential_names - desired_credentials
+            entities |= {
+                key
+                for key in c.entity_credentials
+                if key not in desired_entities and self.entity_owner.get(key, (c.app,))[0] == c.app
+            }
+            scalesets |= {n for n in c.names if self.scaleset_owner.get(n) == c.app}
+        return Held(frozenset(credentials), frozenset(entities), frozenset(scalesets))
+
+
+def _conflict(app: str, what: str, owner: str) -> InputProblem:
+    logger.warning(
+        "refusing %s from %s: it belongs to %s, which claimed it first", what, app, owner
+    )
+    return InputProblem(source=app, reason=f"{what} belongs to {owner}", blocked=True)
+
+
+def _single_line(data: Mapping[str, str], key: str) -> str:
+    """The stripped value of ``key`` when it is one printable line, else ``""``."""
+    value = _text(data, key)
+    return value if value.isprintable() else ""
+
+
+def _lenient_ids(data: Mapping[str, str]) -> tuple[int, int] | None:
+    app_raw = _text(data, "github_app_id")
+    installation_raw = _text(data, "github_installation_id")
+    if _DECIMAL.fullmatch(app_raw) and _DECIMAL.fullmatch(installation_raw):
+        return int(app_raw), int(installation_raw)
+    return None
+
+
+PKCS1_HEADER = "-----BEGIN RSA PRIVATE KEY-----"
+PKCS1_FOOTER = "-----END RSA PRIVATE KEY-----"
+PKCS8_HEADER = "-----BEGIN PRIVATE KEY-----"
+
+
+def pkcs1_key_problem(key: str) -> str:
+    """Tell what is wrong with a GitHub App key for GARM, without ever quoting it.
+
+    GARM takes only an RSA key in PKCS#1 PEM, the form GitHub hands out: a PKCS#8 key makes it
+    fail with a server error, anything else is refused. The charm does not convert keys.
+
+    Args:
+        key: the private key text.
+
+    Returns:
+        ``""`` when the key is PKCS#1 PEM with a DER sequence inside, else the reason.
+    """
+    text = key.strip()
+    if text.startswith(PKCS8_HEADER):
+        return (
+            "GitHub private key is PKCS#8 (BEGIN PRIVATE KEY); GARM needs PKCS#1 "
+            "(BEGIN RSA PRIVATE KEY), e.g. from openssl rsa -traditional"
+        )
+    if not (text.startswith(PKCS1_HEADER) and text.endswith(PKCS1_FOOTER)):
+        return "GitHub private key is not a PEM RSA private key"
+    body = "".join(text[len(PKCS1_HEADER) : -len(PKCS1_FOOTER)].split())
+    try:
+        der = base64.b64decode(body, validate=True)
+    except (binascii.Error, ValueError):
+        return "GitHub private key is not valid PEM"
+    # A DER-encoded RSAPrivateKey is a SEQUENCE.
+    if len(der) < 64 or der[0] != 0x30:
+        return "GitHub private key is not valid PEM"
+    return ""
 
 
 # --- debug-ssh (spec 15.1) -------------------------------------------------------------------
@@ -745,8 +976,12 @@ def describe_problems(problems: Sequence[InputProblem]) -> str:
     """
     if not problems:
         return ""
-    first = problems[0]
-    text = f"invalid data from {first.source} ({first.reason})"
+    # A configurator refused for a conflict comes first: only its operator can settle it.
+    first = min(problems, key=lambda p: not p.blocked)
+    if first.blocked:
+        text = f"{first.source}: {first.reason}"
+    else:
+        text = f"invalid data from {first.source} ({first.reason})"
     if len(problems) > 1:
         text += f"; +{len(problems) - 1} more"
     return text
@@ -767,11 +1002,14 @@ class CharmState:
         debug_ssh: usable tmate servers, sorted by ``(host, port)`` (spec 15.1).
         configurator_relation_count: number of garm-configurator relations.
         unpublished_relation_ids: configurator relations none of whose units set a contract key;
-            while any exist the GARM chain must not run (spec 5.2 step 11).
+            nothing can be known of what they described, so nothing is deleted meanwhile.
+        unpublished_apps: the application names of those relations, for the status.
         problems: bad input found this pass, for the status message.
+        held: what configurators with bad input described: left exactly as it is (no create,
+            update or delete) until their data is fixed; the other configurators go on.
         prune: whether GARM objects no configurator describes may be deleted this pass.
-            False while any configurator unit's data is invalid: what that unit described
-            before is held (not updated, not deleted) until its data is fixed.
+            False while a configurator has published nothing, or has bad input that does not
+            tell what it described.
     """
 
     providers: tuple[ProviderConfig, ...]
@@ -782,7 +1020,14 @@ class CharmState:
     configurator_relation_count: int
     unpublished_relation_ids: tuple[int, ...]
     problems: tuple[InputProblem, ...]
+    held: Held = Held()
+    unpublished_apps: tuple[str, ...] = ()
     prune: bool = True
+
+    @property
+    def blocked(self) -> bool:
+        """Whether some configurator is refused in a way only its operator can settle."""
+        return any(p.blocked for p in self.problems)
 
     @classmethod
     def from_charm(cls, charm: ops.CharmBase) -> CharmState:
@@ -801,6 +1046,7 @@ class CharmState:
             charm.model.relations[DEBUG_SSH_RELATION_NAME], key=lambda r: r.id
         )
         connections, debug_problems = _debug_ssh(_relation_units(debug_relations))
+        unpublished = unpublished_relation_ids([r.id for r in relations], units)
         return cls(
             providers=parsed.providers,
             credentials=parsed.credentials,
@@ -808,9 +1054,11 @@ class CharmState:
             scalesets=parsed.scalesets,
             debug_ssh=connections,
             configurator_relation_count=len(relations),
-            unpublished_relation_ids=unpublished_relation_ids([r.id for r in relations], units),
+            unpublished_relation_ids=unpublished,
+            unpublished_apps=tuple(r.app.name for r in relations if r.id in unpublished),
             problems=parsed.problems + debug_problems,
-            prune=not parsed.problems,
+            held=parsed.held,
+            prune=not parsed.identity_unknown and not unpublished,
         )
 
 

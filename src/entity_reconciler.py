@@ -12,12 +12,23 @@ from __future__ import annotations
 
 import logging
 import secrets
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 from dataclasses import dataclass
 
 from charm_state import EntitySpec
-from garm_api import Credential, GarmApiError, GarmClient, Organization, Repository, ScaleSet
+from garm_api import (
+    Credential,
+    GarmApiError,
+    GarmClient,
+    GarmConnectionError,
+    GarmUnauthorizedError,
+    Organization,
+    Repository,
+    ScaleSet,
+    describe_failure,
+)
 from github_reconciler import is_managed
+from notices import Notice, Severity, refusal
 
 logger = logging.getLogger(__name__)
 
@@ -79,6 +90,7 @@ class EntityReconciler:
             GarmApiError: a listing failed.
         """
         self._client = client
+        self.notices: list[Notice] = []
         self._creds_by_id = {c.id: c for c in credentials if c.id is not None}
         self._creds_by_name = {c.name: c for c in credentials if c.name}
         self._observed: dict[tuple[str, str], _Observed] = {}
@@ -89,33 +101,62 @@ class EntityReconciler:
             if repo.owner and repo.name:
                 self._observed[(REPOSITORY, f"{repo.owner}/{repo.name}")] = _from_repo(repo)
 
-    def ensure(self, desired: Sequence[EntitySpec]) -> None:
+    def ensure(
+        self,
+        desired: Sequence[EntitySpec],
+        *,
+        missing_credentials: Collection[str] = (),
+        held: Collection[tuple[str, str]] = (),
+    ) -> None:
         """Register the desired entities GARM lacks and re-bind those on another credential.
 
-        A refused registration is logged and retried on the next pass; it never stops the
-        others.
+        A refused registration is logged, noted and retried on the next pass; it never stops
+        the others. An entity whose credential GARM does not hold is not tried at all.
 
         Args:
             desired: the entities the configurators publish.
+            missing_credentials: desired credentials GARM does not hold this pass.
+            held: ``(type, name)`` of entities whose configurator input is invalid: left
+                exactly as they are.
+
+        Raises:
+            GarmConnectionError: GARM is unreachable.
+            GarmUnauthorizedError: GARM rejected the token.
         """
-        for spec in _by_key(desired).values():
+        for key, spec in _by_key(desired).items():
+            if key in held:
+                continue
+            if spec.credentials_name in missing_credentials:
+                waiting = f"waiting for credential {spec.credentials_name}"
+                self.notices.append(Notice(Severity.WAITING, spec.entity_name, waiting))
+                continue
             self._ensure(spec)
 
-    def prune(self, desired: Sequence[EntitySpec], live: Sequence[ScaleSet]) -> set[str]:
+    def prune(
+        self,
+        desired: Sequence[EntitySpec],
+        live: Sequence[ScaleSet],
+        held: Collection[tuple[str, str]] = (),
+    ) -> set[str]:
         """Delete managed entities nobody desires once no scale set in GARM belongs to them.
 
         Args:
             desired: the entities the configurators publish.
             live: the scale sets GARM holds after this pass's scale-set reconcile.
+            held: ``(type, name)`` of entities whose configurator input is invalid: kept.
 
         Returns:
             Names of the credentials still used by an entity left in GARM.
+
+        Raises:
+            GarmConnectionError: GARM became unreachable (no further delete is tried).
         """
         wanted = _by_key(desired)
         owners = {s.org_id for s in live if s.org_id} | {s.repo_id for s in live if s.repo_id}
         in_use = {spec.credentials_name for spec in wanted.values()}
         for key, entity in self._observed.items():
-            if key in wanted or not self._delete_if_managed(entity, owners):
+            keep = key in wanted or key in held
+            if keep or not self._delete_if_managed(entity, owners):
                 name = self._credential_name(entity)
                 if name:
                     in_use.add(name)
@@ -140,12 +181,18 @@ class EntityReconciler:
                 self._update(live, spec)
             else:
                 logger.debug("%s %s is up to date", spec.entity_type, spec.entity_name)
+        except (GarmConnectionError, GarmUnauthorizedError):
+            raise
         except GarmApiError as exc:
             logger.warning(
                 "Deferring registration of %s %s; will retry: %s",
                 spec.entity_type,
                 spec.entity_name,
                 exc,
+            )
+            subject = spec.source or spec.entity_name
+            self.notices.append(
+                refusal(subject, exc.status, f"{spec.entity_type} {spec.entity_name}")
             )
 
     def _current_credential(self, live: _Observed) -> Credential | None:
@@ -238,13 +285,15 @@ class EntityReconciler:
                 self._client.delete_organization(live.id)
             else:
                 self._client.delete_repository(live.id)
+        except GarmConnectionError:
+            raise
         except GarmApiError as exc:
             logger.warning(
-                "Cannot delete %s %s (id=%s); will retry: %s",
+                "Cannot delete %s %s (id=%s): %s; will retry",
                 live.entity_type,
                 live.key,
                 live.id,
-                exc,
+                describe_failure(exc),
             )
             return False
         return True

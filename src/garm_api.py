@@ -56,6 +56,22 @@ class GarmNotFoundError(GarmApiError):
     """GARM answered 404."""
 
 
+def describe_failure(exc: GarmApiError) -> str:
+    """Say in a few words why a call failed, telling an outage from a refusal.
+
+    Args:
+        exc: the error a client call raised.
+
+    Returns:
+        ``GARM is unreachable``, ``GARM rejected the token`` or ``GARM refused it (<status>)``.
+    """
+    if isinstance(exc, GarmConnectionError):
+        return "GARM is unreachable"
+    if isinstance(exc, GarmUnauthorizedError):
+        return "GARM rejected the token"
+    return f"GARM refused it ({exc.status})"
+
+
 class GarmConflictError(GarmApiError):
     """GARM answered 409 (duplicate, still referenced, or a gate such as ``urls_required``)."""
 
@@ -149,7 +165,9 @@ class ScaleSet(_Model):
     updated_at: datetime | None = None
     provider_name: str | None = None
     org_id: str | None = None
+    org_name: str | None = None
     repo_id: str | None = None
+    repo_name: str | None = None
 
 
 class Job(_Model):

@@ -7,6 +7,9 @@ someone else created it and the charm never touches it. Credentials are attached
 built-in ``github.com`` endpoint; no endpoint is created or changed.
 
 GARM never returns private keys, so a rotated key under the same name is not detected.
+
+A credential GARM refuses (a key it cannot parse, say) is reported as a notice naming the
+configurator and the relation key at fault, never the value, and the others go on.
 """
 
 from __future__ import annotations
@@ -21,13 +24,20 @@ from garm_api import (
     Credential,
     GarmApiError,
     GarmClient,
+    GarmConnectionError,
+    GarmUnauthorizedError,
     GithubApp,
     UpdateCredentialParams,
+    describe_failure,
 )
+from notices import Notice, Severity
 
 logger = logging.getLogger(__name__)
 
 GITHUB_APP_AUTH_TYPE = "app"
+# The relation keys a refused credential is blamed on: the key when GARM says so, else the ids.
+KEY_FIELD = "github_private_key_secret_uri"
+ID_FIELDS = "github_app_id/github_installation_id"
 
 
 def is_claimable(credential: Credential) -> bool:
@@ -70,6 +80,11 @@ class CredentialReconciler:
     first in a pass; deletion (:meth:`prune`) comes last, after the organisations and
     repositories that used a credential are gone, because GARM refuses to delete a credential
     an entity still uses.
+
+    Attributes:
+        listed: GARM's credentials as listed when the reconciler was made.
+        missing: names of desired credentials that are not in GARM after :meth:`ensure`.
+        notices: credentials held back this pass, for the status.
     """
 
     def __init__(self, client: GarmClient) -> None:
@@ -81,26 +96,39 @@ class CredentialReconciler:
         Raises:
             GarmApiError: the listing failed.
         """
-        self._client = client
+        self.client = client
         self.listed: list[Credential] = client.list_credentials()
+        self.missing: set[str] = set()
+        self.notices: list[Notice] = []
 
-    def ensure(self, desired: Sequence[CredentialSpec]) -> None:
+    def ensure(self, desired: Sequence[CredentialSpec], held: Collection[str] = ()) -> None:
         """Create the desired credentials GARM lacks and update the ones that drifted.
+
+        A refused create or update is logged and noted; the other credentials go on.
 
         Args:
             desired: the credentials the configurators publish (the first of a name wins).
+            held: names whose configurator input is invalid: left exactly as they are.
 
         Raises:
-            GarmApiError: creating or updating a credential failed.
+            GarmConnectionError: GARM is unreachable.
+            GarmUnauthorizedError: GARM rejected the token.
         """
         observed = {c.name: c for c in self.listed if c.name}
         for name, spec in _by_name(desired).items():
+            if name in held:
+                continue
             current = observed.get(name)
-            if current is None:
-                _create(self._client, spec)
-            elif is_claimable(current):
-                _update_if_drifted(self._client, spec, current)
-            else:
+            try:
+                if current is None:
+                    _create(self.client, spec)
+                elif is_claimable(current):
+                    _update_if_drifted(self.client, spec, current)
+            except (GarmConnectionError, GarmUnauthorizedError):
+                raise
+            except GarmApiError as exc:
+                self._refused(spec, exc, created=current is None)
+            if current is not None and not is_claimable(current):
                 logger.warning(
                     "Credential name %s is taken by a credential the charm does not manage"
                     " (description %r); leaving it untouched",
@@ -108,18 +136,49 @@ class CredentialReconciler:
                     current.description,
                 )
 
-    def prune(self, desired: Sequence[CredentialSpec], in_use: Collection[str]) -> None:
+    def _refused(self, spec: CredentialSpec, exc: GarmApiError, *, created: bool) -> None:
+        field_at_fault = KEY_FIELD if "private_key" in exc.details else ID_FIELDS
+        logger.warning(
+            "GARM refused GitHub credential %s of %s (%s); check %s: %s",
+            spec.name,
+            spec.source or "its configurator",
+            exc.status,
+            field_at_fault,
+            exc.error,
+        )
+        if created:
+            self.missing.add(spec.name)
+        subject = spec.source or spec.name
+        text = f"GARM refused the GitHub App ({field_at_fault})"
+        if exc.status is None or exc.status >= 500:
+            text = f"GARM failed on the GitHub App ({exc.status}); will retry"
+            self.notices.append(Notice(Severity.WAITING, subject, text))
+            return
+        self.notices.append(Notice(Severity.BLOCKED, subject, text))
+
+    def prune(
+        self,
+        desired: Sequence[CredentialSpec],
+        in_use: Collection[str],
+        held: Collection[str] = (),
+    ) -> None:
         """Delete the managed credentials nobody desires and no entity uses any more.
 
         Args:
             desired: the credentials the configurators publish.
             in_use: names of the credentials that organisations or repositories left in GARM
                 still use; those are kept until a later pass, so GARM never refuses a delete.
+            held: names whose configurator input is invalid: never deleted.
+
+        Raises:
+            GarmConnectionError: GARM became unreachable (no further delete is tried).
         """
         wanted = _by_name(desired)
         for current in self.listed:
             name = current.name
-            if not name or name in wanted or current.id is None or not is_managed(current):
+            if not name or name in wanted or name in held:
+                continue
+            if current.id is None or not is_managed(current):
                 continue
             if name in in_use:
                 logger.info(
@@ -129,7 +188,7 @@ class CredentialReconciler:
                     current.id,
                 )
                 continue
-            _delete(self._client, current.id, name)
+            _delete(self.client, current.id, name)
 
 
 def _by_name(desired: Sequence[CredentialSpec]) -> dict[str, CredentialSpec]:
@@ -167,10 +226,12 @@ def _delete(client: GarmClient, credential_id: int, name: str) -> None:
     logger.info("Deleting GitHub credential %s (id=%s): no longer desired", name, credential_id)
     try:
         client.delete_credential(credential_id)
+    except GarmConnectionError:
+        raise
     except GarmApiError as exc:
         logger.warning(
-            "Cannot delete GitHub credential %s (id=%s); will retry: %s",
+            "Cannot delete GitHub credential %s (id=%s): %s; will retry",
             name,
             credential_id,
-            exc,
+            describe_failure(exc),
         )

@@ -7,7 +7,10 @@ its runners and is then deleted with its template. Every other field is updated 
 Scale sets whose name no desired spec claims are swept as orphans.
 
 No state is kept between passes: every pass re-derives generations from GARM's listings, and
-every failed write is simply retried on the next pass. This module knows nothing about Juju.
+every failed write is simply retried on the next pass. A spec that cannot go forward (its
+provider or entity is not in GARM yet, GARM refuses it) is reported as a notice and the pass
+goes on with the others; only an outage or a rejected token stops the pass. This module knows
+nothing about Juju.
 """
 
 from __future__ import annotations
@@ -18,7 +21,7 @@ import enum
 import hashlib
 import logging
 import re
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from typing import Any
@@ -37,6 +40,7 @@ from garm_api import (
     Template,
     UpdateScaleSetParams,
 )
+from notices import Notice, Severity, refusal
 from runner_template import build_template_data, effective_extra_specs
 
 logger = logging.getLogger(__name__)
@@ -142,10 +146,12 @@ class ReconcileResult:
     Attributes:
         progress: predecessor generations still retiring.
         live: scale sets that exist in GARM after the pass.
+        notices: specs held back this pass and orphans still draining, for the status.
     """
 
     progress: list[ScalesetProgress]
     live: list[ScaleSet]
+    notices: list[Notice] = field(default_factory=list[Notice])
 
 
 def dedupe_specs(specs: Iterable[ScalesetSpec], warn: bool = True) -> list[ScalesetSpec]:
@@ -173,6 +179,53 @@ def dedupe_specs(specs: Iterable[ScalesetSpec], warn: bool = True) -> list[Scale
 def _family(logical: str, target: str, names: Iterable[str]) -> list[str]:
     pattern = family_pattern(logical)
     return sorted({name for name in names if pattern.match(name)} | {target})
+
+
+def _placed_as_specified(live: ScaleSet, spec: ScalesetSpec) -> bool:
+    """Tell whether a live scale set of the spec's name has the spec's provider and entity.
+
+    Neither can change on a live scale set, so a live one elsewhere is never updated as if it
+    were this spec's.
+    """
+    provider_ok = live.provider_name is None or live.provider_name == spec.provider_name
+    return provider_ok and _same_entity(live, spec)
+
+
+def _misplaced_notice(live: ScaleSet, spec: ScalesetSpec) -> Notice:
+    logger.warning(
+        "Scaleset %r lives on provider %r of %s, but %r asks for provider %r and %s %r; "
+        "GARM cannot move a scale set, delete it in GARM to have it recreated",
+        live.name,
+        live.provider_name,
+        live.org_name or live.repo_name,
+        spec.name,
+        spec.provider_name,
+        spec.entity_type,
+        spec.entity_name,
+    )
+    return Notice(
+        Severity.BLOCKED, spec.name, "lives on another provider or entity; delete it in GARM"
+    )
+
+
+def _same_entity(live: ScaleSet, spec: ScalesetSpec) -> bool:
+    # A scale set that moved to another organisation is a new scale set: the old one is an
+    # orphan. GARM matches entity names without regard to case, and may name a repository
+    # with or without its owner.
+    if spec.entity_type == "organization":
+        return live.org_name is None or live.org_name.lower() == spec.entity_name.lower()
+    if live.repo_name is None:
+        return True
+    wanted = spec.entity_name.lower()
+    return live.repo_name.lower() in (wanted, wanted.rpartition("/")[2])
+
+
+def _logical_of(live_name: str) -> str:
+    """The operator-facing part of a live name: without its label hash when it has one."""
+    base, dash, digest = live_name.rpartition("-")
+    if dash and len(digest) == LABEL_HASH_LENGTH and all(c in "0123456789abcdef" for c in digest):
+        return base
+    return live_name
 
 
 def _as_utc(moment: datetime) -> datetime:
@@ -234,8 +287,14 @@ def _needs_update(
         != desired_extra.get("pre_install_scripts", {})
         or bool(observed_extra.get("disable_updates"))
         != bool(desired_extra.get("disable_updates"))
-        or (observed.template_id or 0) != template_id
+        or _template_changes(observed, template_id)
     )
+
+
+def _template_changes(observed: ScaleSet, template_id: int) -> bool:
+    # 0 leaves the template to GARM, which picks its system template itself and refuses 0 as
+    # an id: only a named template is ever compared or sent.
+    return bool(template_id) and observed.template_id != template_id
 
 
 def _runner_group(name: str | None) -> str:
@@ -252,7 +311,7 @@ def _update_params(
     # an unchanged group is not sent, which keeps GARM from asking GitHub about it again.
     wanted_group = _runner_group(spec.runner_group)
     group_changed = _runner_group(observed.github_runner_group) != wanted_group
-    send_template = bool(template_id or observed.template_id)
+    send_template = _template_changes(observed, template_id)
     return UpdateScaleSetParams(
         enabled=True,
         image=spec.image,
@@ -279,13 +338,21 @@ class ScalesetReconciler:
         self._client = client
         self._clock = clock
 
-    def reconcile(self, desired: Sequence[ScalesetSpec], *, prune: bool = True) -> ReconcileResult:
+    def reconcile(
+        self,
+        desired: Sequence[ScalesetSpec],
+        *,
+        prune: bool = True,
+        held: Collection[str] = (),
+    ) -> ReconcileResult:
         """Run one pass: create, update and retire per spec, then sweep orphans.
 
         Args:
             desired: the desired specs (the first of each logical name wins).
             prune: sweep scale sets no spec claims. False while some configurator input is
-                invalid: a scale set it described must not be deleted because of a typo.
+                invalid and it cannot be told what that input described.
+            held: logical names whose configurator input is invalid this pass: their live
+                generations are left exactly as they are (no update, no retirement, no sweep).
 
         Returns:
             What is still retiring and which scale sets exist after the pass.
@@ -293,10 +360,9 @@ class ScalesetReconciler:
         Raises:
             GarmConnectionError: GARM became unreachable (the pass stops at once).
             GarmUnauthorizedError: GARM rejected the token (the pass stops before the sweep).
-            GarmApiError: a pass-start listing failed, or the first contained per-spec failure,
-                raised after the sweep.
+            GarmApiError: a pass-start listing failed.
         """
-        return _Pass(self._client, self._clock).run(dedupe_specs(desired), prune=prune)
+        return _Pass(self._client, self._clock).run(dedupe_specs(desired), prune, held)
 
 
 @dataclass
@@ -308,33 +374,40 @@ class _Pass:
     templates: dict[str, Template] = field(default_factory=dict[str, Template])
     created: list[ScaleSet] = field(default_factory=list[ScaleSet])
     deleted_ids: set[int] = field(default_factory=set[int])
+    notices: list[Notice] = field(default_factory=list[Notice])
     _bytes_cache: dict[int, bytes] = field(default_factory=dict[int, bytes])
     _org_ids: dict[str, str | None] = field(default_factory=dict[str, str | None])
     _repo_ids: dict[str, str] | None = None
 
-    def run(self, specs: list[ScalesetSpec], *, prune: bool) -> ReconcileResult:
+    def run(
+        self, specs: list[ScalesetSpec], prune: bool, held: Collection[str]
+    ) -> ReconcileResult:
         providers = {p.name for p in self.client.list_providers() if p.name}
         listing = self.client.list_scalesets()
         observed = self._observe(listing)
         if self._templates_needed(specs, observed):
             self.templates = {t.name: t for t in self.client.list_templates() if t.name}
+        specs = [spec for spec in specs if spec.name not in held]
         families = {
             spec.name: _family(spec.name, target_scaleset_name(spec.name, spec.labels), observed)
             for spec in specs
         }
-        # Claimed before any gate runs, so a gated spec still protects its generations.
+        # Claimed before any gate runs, so a gated spec still protects its generations, and a
+        # held name protects every generation of its pattern.
         claimed = {name for family in families.values() for name in family}
+        for logical in held:
+            pattern = family_pattern(logical)
+            claimed |= {name for name in observed if pattern.match(name)}
 
         progress: list[ScalesetProgress] = []
-        first_failure: GarmApiError | None = None
         for spec in specs:
             try:
                 progress += self._reconcile_one(spec, providers, observed, families[spec.name])
             except (GarmConnectionError, GarmUnauthorizedError):
                 raise
             except GarmApiError as exc:
-                logger.warning("Failed to reconcile scaleset %r; will retry: %s", spec.name, exc)
-                first_failure = first_failure or exc
+                logger.warning("GARM refused scaleset %r; will retry: %s", spec.name, exc)
+                self.notices.append(refusal(spec.name, exc.status))
 
         unclaimed = sorted(set(observed) - claimed)
         if unclaimed and not prune:
@@ -347,11 +420,9 @@ class _Pass:
             if self._delete_orphaned(observed[name]):
                 self._delete_custom_template(name)
 
-        if first_failure is not None:
-            raise first_failure
         # The raw listing keeps nameless scale sets: they exist and hold on to their provider.
         live = [s for s in listing if s.id is None or s.id not in self.deleted_ids]
-        return ReconcileResult(progress=progress, live=live + self.created)
+        return ReconcileResult(progress, live + self.created, self.notices)
 
     @staticmethod
     def _observe(listing: Iterable[ScaleSet]) -> dict[str, ScaleSet]:
@@ -389,6 +460,9 @@ class _Pass:
                 spec.name,
                 exc,
             )
+            self.notices.append(
+                Notice(Severity.BLOCKED, spec.name, "cannot be built from its description")
+            )
             return []
         if spec.provider_name not in providers:
             logger.warning(
@@ -396,9 +470,22 @@ class _Pass:
                 spec.provider_name,
                 spec.name,
             )
+            self.notices.append(
+                Notice(Severity.WAITING, spec.name, f"waiting for provider {spec.provider_name}")
+            )
             return []
         entity_id = self._entity_id(spec)
         if entity_id is None:
+            self.notices.append(
+                Notice(
+                    Severity.WAITING,
+                    spec.name,
+                    f"waiting for {spec.entity_type} {spec.entity_name}",
+                )
+            )
+            return []
+        if active in observed and not _placed_as_specified(observed[active], spec):
+            self.notices.append(_misplaced_notice(observed[active], spec))
             return []
         template_id = self._ensure_template(spec, active)
         desired_extra = dict(params.extra_specs or {})
@@ -621,7 +708,7 @@ class _Pass:
                 remaining,
                 DRAIN_DEADLINE,
             )
-            if not self._remove_runners(old.id, name, past_deadline=True):
+            if self._remove_runners(old.id, name, past_deadline=True):
                 return ScalesetProgress(logical, name, active, remaining)
             remaining = 0
         if not self._delete_drained(old):
@@ -703,9 +790,15 @@ class _Pass:
             logger.warning("Cannot remove scaleset %r: GARM lists it without an id", scaleset.name)
             return False
         name = scaleset.name or ""
+        subject = _logical_of(name)
         if not self._disable(scaleset.id, name):
+            self.notices.append(Notice(Severity.WAITING, subject, "removal deferred"))
             return False
-        if not self._remove_runners(scaleset.id, name):
+        remaining = self._remove_runners(scaleset.id, name)
+        if remaining:
+            phase = draining_phase(remaining if remaining > 0 else None)
+            text = f"{phase} (no longer configured)"
+            self.notices.append(Notice(Severity.PROGRESS, subject, text))
             return False
         try:
             self.client.delete_scaleset(scaleset.id)
@@ -713,6 +806,7 @@ class _Pass:
             raise
         except GarmApiError as exc:
             logger.warning("Failed to delete scaleset %r; will retry: %s", name, exc)
+            self.notices.append(Notice(Severity.PROGRESS, subject, "awaiting deletion"))
             return False
         logger.info("Deleted scaleset %r (id=%s)", name, scaleset.id)
         self.deleted_ids.add(scaleset.id)
@@ -737,15 +831,19 @@ class _Pass:
 
     # --- guarded runner removal --------------------------------------------------------------
 
-    def _remove_runners(self, scaleset_id: int, name: str, past_deadline: bool = False) -> bool:
-        """Remove the runners that hold no job; return True only when none are listed."""
+    def _remove_runners(self, scaleset_id: int, name: str, past_deadline: bool = False) -> int:
+        """Remove the runners that hold no job; return how many were listed (-1: unknown).
+
+        Runners deleted in this pass still count until a later listing drops them, so only 0
+        means the scale set is empty.
+        """
         try:
             instances = self.client.list_scaleset_instances(scaleset_id)
         except GarmConnectionError:
             raise
         except GarmApiError as exc:
             logger.warning("Cannot list the runners of scaleset %r; will retry: %s", name, exc)
-            return False
+            return -1
         refused_level = logging.ERROR if past_deadline else logging.INFO
         for instance in instances:
             if not instance.name:
@@ -769,8 +867,7 @@ class _Pass:
                 )
                 continue
             self._delete_runner(instance.name, instance, name, refused_level)
-        # Runners deleted in this pass still count until a later listing drops them.
-        return not instances
+        return len(instances)
 
     def _is_stale(self, moment: datetime | None) -> bool:
         # An unknown age never reads as expired.

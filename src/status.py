@@ -1,16 +1,15 @@
-"""The unit status message shown while scale set generations change over.
+"""The changeover part of the unit status: one notice per logical scale set in changeover.
 
-A pure function of the reconciler's progress; the charm wraps it in ``ActiveStatus`` (the
-service keeps working during a changeover, so the status stays active).
+A pure function of the reconciler's progress; the charm shows these notices with the others
+of the pass (the service keeps working during a changeover, so they never block).
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 
+from notices import Notice, Severity, summarise
 from scaleset_reconciler import Handover, ScalesetProgress, draining_phase
-
-MAX_NAMED_SCALESETS = 2
 
 # Least advanced first: a collapsed logical scale set shows its slowest generation.
 _CREATING = 0
@@ -35,19 +34,17 @@ def _phase(stage: int, runners: int) -> str:
     return draining_phase(runners) if stage == _DRAINING else "awaiting deletion"
 
 
-def progress_message(progress: Sequence[ScalesetProgress]) -> str:
-    """Summarise changeovers in flight, one phase per logical scale set.
+def progress_notices(progress: Sequence[ScalesetProgress]) -> list[Notice]:
+    """Turn changeovers in flight into notices, one per logical scale set.
 
     Entries of the same logical name collapse into one: their runner counts add up and the
-    least advanced phase wins. At most two logical names are shown, sorted; the rest are
-    counted.
+    least advanced phase wins.
 
     Args:
         progress: the reconciler's progress entries.
 
     Returns:
-        For example ``"a: creating replacement; b: awaiting deletion; +2 more"``, or ``""``
-        when nothing is in flight.
+        For example ``a: creating replacement``, as :class:`~notices.Notice` objects.
     """
     stages: dict[str, int] = {}
     runners: dict[str, int] = {}
@@ -57,10 +54,20 @@ def progress_message(progress: Sequence[ScalesetProgress]) -> str:
         runners[entry.logical_name] = runners.get(entry.logical_name, 0) + max(
             entry.remaining_runners, 0
         )
-    names = sorted(stages)
-    parts = [
-        f"{name}: {_phase(stages[name], runners[name])}" for name in names[:MAX_NAMED_SCALESETS]
+    return [
+        Notice(Severity.PROGRESS, name, _phase(stage, runners[name]))
+        for name, stage in stages.items()
     ]
-    if len(names) > MAX_NAMED_SCALESETS:
-        parts.append(f"+{len(names) - MAX_NAMED_SCALESETS} more")
-    return "; ".join(parts)
+
+
+def progress_message(progress: Sequence[ScalesetProgress]) -> str:
+    """Summarise changeovers in flight: at most two logical names, sorted, then ``+N more``.
+
+    Args:
+        progress: the reconciler's progress entries.
+
+    Returns:
+        For example ``"a: creating replacement; b: awaiting deletion; +2 more"``, or ``""``
+        when nothing is in flight.
+    """
+    return summarise(progress_notices(progress))

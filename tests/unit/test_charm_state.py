@@ -31,12 +31,15 @@ from charm_state import (
     schema_failures,
     unpublished_relation_ids,
 )
+from tests.rsa_keys import pkcs1_pem
 
 PASSWORD = "os-pw-Xq7!never-logged"
-PRIVATE_KEY = "-----BEGIN RSA PRIVATE KEY-----\nMIIEsecretbody\n-----END RSA PRIVATE KEY-----"
-OTHER_KEY = "-----BEGIN RSA PRIVATE KEY-----\nMIIEothersecret\n-----END RSA PRIVATE KEY-----"
+PRIVATE_KEY = pkcs1_pem(0)
+OTHER_KEY = pkcs1_pem(1)
+# A line of the key's body: it must never reach a log or a repr.
+KEY_BODY_LINE = PRIVATE_KEY.splitlines()[1]
 PLAINTEXT_PASSWORD = "legacy-plain-pw-never-logged"
-SECRET_VALUES = (PASSWORD, PRIVATE_KEY, OTHER_KEY, PLAINTEXT_PASSWORD, "MIIEsecretbody")
+SECRET_VALUES = (PASSWORD, PRIVATE_KEY, OTHER_KEY, PLAINTEXT_PASSWORD, KEY_BODY_LINE)
 
 SECRETS = {"secret:pw": PASSWORD, "secret:key": PRIVATE_KEY, "secret:other": OTHER_KEY}
 
@@ -210,7 +213,7 @@ def test_full_unit_yields_provider_credential_entity_and_scaleset() -> None:
 def test_secret_values_stay_out_of_reprs() -> None:
     parsed = parse(unit(FULL))
     assert PASSWORD not in repr(parsed)
-    assert "MIIEsecretbody" not in repr(parsed)
+    assert KEY_BODY_LINE not in repr(parsed)
 
 
 def test_credential_name_format() -> None:
@@ -247,9 +250,12 @@ def test_unreadable_password_secret_gives_no_provider(caplog: pytest.LogCaptureF
         InputProblem("garm-configurator/0", "provider fields missing: password"),
     )
     assert any("garm-configurator/0" in w and "password" in w for w in warnings(caplog))
-    # The rest of the unit is unaffected.
-    assert len(parsed.scalesets) == 1
-    assert len(parsed.credentials) == 1
+    # The configurator's objects are held as they are, not updated from half its data.
+    assert parsed.scalesets == ()
+    assert parsed.credentials == ()
+    assert parsed.held.scalesets == {"small"}
+    assert parsed.held.credentials == {"app-11-22"}
+    assert parsed.held.entities == {("organization", "canonical")}
 
 
 def test_missing_provider_fields_are_named(caplog: pytest.LogCaptureFixture) -> None:
@@ -300,15 +306,27 @@ def test_providers_follow_unit_order() -> None:
 
 
 @pytest.mark.parametrize("missing", sorted(GITHUB))
-def test_credential_needs_all_github_fields_silently(
+def test_partial_github_app_fields_are_a_problem_that_holds(
     caplog: pytest.LogCaptureFixture, missing: str
 ) -> None:
     data = {**FULL}
     del data[missing]
     parsed = parse(unit(data))
     assert parsed.credentials == ()
+    assert parsed.scalesets == ()
+    assert parsed.problems == (
+        InputProblem("garm-configurator/0", f"GitHub App fields incomplete: missing {missing}"),
+    )
+    assert parsed.held.scalesets == {"small"}
+    assert any(missing in w and "garm-configurator/0" in w for w in warnings(caplog))
+
+
+def test_no_github_app_fields_at_all_is_not_a_problem() -> None:
+    data = {k: v for k, v in FULL.items() if k not in GITHUB}
+    parsed = parse(unit(data))
     assert parsed.problems == ()
-    assert warnings(caplog) == []
+    assert parsed.credentials == ()
+    assert len(parsed.scalesets) == 1
 
 
 @pytest.mark.parametrize(
@@ -321,7 +339,8 @@ def test_non_numeric_ids_skip_credential_and_entity(
     parsed = parse(unit(data))
     assert parsed.credentials == ()
     assert parsed.entities == ()
-    assert len(parsed.scalesets) == 1
+    assert parsed.scalesets == ()
+    assert parsed.held.scalesets == {"small"}
     assert parsed.problems == (
         InputProblem(
             "garm-configurator/0", "github_app_id or github_installation_id is not an integer"
@@ -336,8 +355,9 @@ def test_non_numeric_ids_skip_credential_and_entity(
 def test_unreadable_private_key_secret_is_named(caplog: pytest.LogCaptureFixture) -> None:
     parsed = parse(unit(FULL), secrets={"secret:pw": PASSWORD})
     assert parsed.credentials == ()
-    # The entity only needs the ids; the credential is retried next pass.
-    assert len(parsed.entities) == 1
+    # Everything of the configurator is held as it is until the key can be read again.
+    assert parsed.entities == ()
+    assert parsed.held.credentials == {"app-11-22"}
     assert parsed.problems == (
         InputProblem("garm-configurator/0", "GitHub private key secret is unreadable"),
     )
@@ -352,14 +372,14 @@ def test_empty_private_key_names_the_app_id(caplog: pytest.LogCaptureFixture) ->
 
 
 def test_credentials_dedupe_first_wins() -> None:
-    second = {**FULL, "github_private_key_secret_uri": "secret:other"}
+    second = {**FULL, "github_private_key_secret_uri": "secret:other", "name": "large"}
     parsed = parse(unit(FULL, name="cfg-a/0", rid=1), unit(second, name="cfg-b/0", rid=2))
     (credential,) = parsed.credentials
     assert credential.private_key == PRIVATE_KEY
 
 
 def test_distinct_installations_give_distinct_credentials() -> None:
-    second = {**FULL, "github_installation_id": "33", "org": "other-org"}
+    second = {**FULL, "github_installation_id": "33", "org": "other-org", "name": "large"}
     parsed = parse(unit(FULL, name="cfg-a/0", rid=1), unit(second, name="cfg-b/0", rid=2))
     assert [c.name for c in parsed.credentials] == ["app-11-22", "app-11-33"]
     assert [e.credentials_name for e in parsed.entities] == ["app-11-22", "app-11-33"]
@@ -398,12 +418,12 @@ def test_repo_entity_when_no_org() -> None:
     assert (spec.entity_type, spec.entity_name) == ("repository", "canonical/garm-charm")
 
 
-def test_entity_needs_ids_but_not_the_key_uri() -> None:
+def test_entity_needs_the_whole_app() -> None:
     data = {**FULL}
     del data["github_private_key_secret_uri"]
-    parsed = parse(unit(data))
-    assert [e.credentials_name for e in parsed.entities] == ["app-11-22"]
+    assert parse(unit(data)).entities == ()
     del data["github_app_id"]
+    del data["github_installation_id"]
     assert parse(unit(data)).entities == ()
 
 
@@ -414,15 +434,34 @@ def test_entity_dedupe_first_wins_and_warns_on_other_credential(
     parsed = parse(unit(FULL, name="cfg-a/0", rid=1), unit(second, name="cfg-b/0", rid=2))
     (entity,) = parsed.entities
     assert entity.credentials_name == "app-11-22"
+    # cfg-b is refused as a whole: its scale set is not built on cfg-a's organisation.
+    assert [s.name for s in parsed.scalesets] == ["small"]
+    assert parsed.problems == (
+        InputProblem("cfg-b", "organization canonical belongs to cfg-a", blocked=True),
+    )
+    assert parsed.held.entities == frozenset()
+    assert parsed.held.scalesets == {"large"}
     (line,) = warnings(caplog)
     assert "canonical" in line
-    assert "app-11-22" in line
-    assert "app-99-22" in line
+    assert "cfg-a" in line
+    assert "cfg-b" in line
+
+
+def test_second_configurator_with_the_same_scaleset_name_is_refused() -> None:
+    second = {**FULL, "org": "other-org", "github_app_id": "99"}
+    parsed = parse(unit(FULL, name="cfg-a/0", rid=2), unit(second, name="cfg-b/0", rid=7))
+    assert [(s.name, s.entity_name) for s in parsed.scalesets] == [("small", "canonical")]
+    assert parsed.problems == (InputProblem("cfg-b", "scale set small belongs to cfg-a", True),)
+    # The owner's name is not held: cfg-a keeps managing it.
+    assert parsed.held.scalesets == frozenset()
+    assert parsed.held.credentials == {"app-99-22"}
 
 
 def test_entity_dedupe_same_credential_is_quiet(caplog: pytest.LogCaptureFixture) -> None:
-    parsed = parse(unit(FULL, name="cfg-a/0", rid=1), unit(FULL, name="cfg-b/0", rid=2))
+    second = {**FULL, "name": "large"}
+    parsed = parse(unit(FULL, name="cfg-a/0", rid=1), unit(second, name="cfg-b/0", rid=2))
     assert len(parsed.entities) == 1
+    assert len(parsed.scalesets) == 2
     assert warnings(caplog) == []
 
 
@@ -521,10 +560,13 @@ def test_pre_install_scripts_object_is_kept() -> None:
 
 
 @pytest.mark.parametrize("raw", ["{not json", '["a.sh"]', '"text"', "42", "null"])
-def test_bad_pre_install_scripts_become_empty(caplog: pytest.LogCaptureFixture, raw: str) -> None:
+def test_bad_pre_install_scripts_hold_the_scaleset(
+    caplog: pytest.LogCaptureFixture, raw: str
+) -> None:
     parsed = parse(unit({**FULL, "pre_install_scripts": raw}))
-    (spec,) = parsed.scalesets
-    assert spec.pre_install_scripts == {}
+    # Held as it is: never updated with its scripts removed.
+    assert parsed.scalesets == ()
+    assert parsed.held.scalesets == {"small"}
     assert parsed.problems == (
         InputProblem("garm-configurator/0", "pre_install_scripts is not a JSON object of strings"),
     )
@@ -534,8 +576,8 @@ def test_bad_pre_install_scripts_become_empty(caplog: pytest.LogCaptureFixture, 
 def test_pre_install_scripts_drop_non_string_bodies() -> None:
     raw = json.dumps({"ok.sh": "true", "bad.sh": 3, "nested": {"x": "y"}})
     parsed = parse(unit({**FULL, "pre_install_scripts": raw}))
-    (spec,) = parsed.scalesets
-    assert spec.pre_install_scripts == {"ok.sh": "true"}
+    assert parsed.scalesets == ()
+    assert parsed.held.scalesets == {"small"}
     assert len(parsed.problems) == 1
 
 
@@ -559,17 +601,18 @@ def test_one_spec_per_relation_and_name_falls_back_to_first_unit() -> None:
     assert [s.image for s in parsed.scalesets] == ["first"]
 
 
-def test_same_name_in_other_relations_is_kept() -> None:
+def test_same_name_in_another_relation_belongs_to_the_first() -> None:
     parsed = parse(
-        unit(FULL, name="cfg-a/0", rid=1),
         unit({**FULL, "provider_name": "cfg-b-0"}, name="cfg-b/0", rid=2),
+        unit(FULL, name="cfg-a/0", rid=1),
         unit({**FULL, "name": "large"}, name="cfg-a/1", rid=1),
     )
+    # Relation ids are stable and never reused, so "first" does not change between hooks.
     assert [(s.name, s.provider_name) for s in parsed.scalesets] == [
         ("small", "garm-configurator-0"),
-        ("small", "cfg-b-0"),
         ("large", "garm-configurator-0"),
     ]
+    assert parsed.problems == (InputProblem("cfg-b", "scale set small belongs to cfg-a", True),)
 
 
 def test_invalid_provider_unit_leaves_the_follower_spec() -> None:
@@ -579,7 +622,9 @@ def test_invalid_provider_unit_leaves_the_follower_spec() -> None:
         unit({**SCALESET, "image_id": "img-from-follower"}, name="garm-configurator/1"),
     )
     assert parsed.providers == ()
-    assert [s.image for s in parsed.scalesets] == ["img-from-follower"]
+    # One bad unit holds the whole configurator: its scale set stays as it is in GARM.
+    assert parsed.scalesets == ()
+    assert parsed.held.scalesets == {"small"}
     assert parsed.problems == (InputProblem("garm-configurator/0", "invalid keys: labels"),)
 
 
@@ -845,7 +890,9 @@ def test_from_charm_unreadable_secrets_are_named(caplog: pytest.LogCaptureFixtur
 
     assert state.providers == ()
     assert state.credentials == ()
-    assert len(state.scalesets) == 1
+    assert state.scalesets == ()
+    assert state.held.scalesets == {"small"}
+    assert state.prune  # what is held is known by name: the other configurators go on
     lines = warnings(caplog)
     assert any("secret:cvh7kchv0000000000missing" in w for w in lines)
     assert any(no_value.id in w and "value" in w for w in lines)

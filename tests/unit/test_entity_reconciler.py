@@ -10,7 +10,7 @@ import pytest
 
 from charm_state import CredentialSpec, EntitySpec
 from entity_reconciler import EntityReconciler
-from garm_api import GarmApiError, GarmClient
+from garm_api import GarmApiError, GarmClient, GarmConnectionError
 from github_reconciler import CredentialReconciler
 from tests.garm_emulator import GarmEmulator
 from tests.log_secrets import register_secret
@@ -154,7 +154,7 @@ def test_create_failure_is_deferred_and_next_entity_continues(
     garm: GarmEmulator, client: GarmClient, caplog: pytest.LogCaptureFixture
 ) -> None:
     garm.fail_next("POST", "/organizations", 500)
-    garm.drop_next("POST", "/repositories")
+    garm.fail_next("POST", "/repositories", 400)
 
     reconcile_entities(client, [org("org-a"), repo("owner/first"), org("org-b")])
 
@@ -167,6 +167,13 @@ def test_create_failure_is_deferred_and_next_entity_continues(
     reconcile_entities(client, [org("org-a"), repo("owner/first"), org("org-b")])
     assert _entities(garm) == {"org-a": "app-1-2", "owner/first": "app-1-2", "org-b": "app-1-2"}
     assert _warnings(caplog) == []
+
+
+def test_outage_during_create_aborts(garm: GarmEmulator, client: GarmClient) -> None:
+    garm.drop_next("POST", "/organizations")
+    with pytest.raises(GarmConnectionError):
+        reconcile_entities(client, [org("org-a"), org("org-b")])
+    assert _entities(garm) == {}
 
 
 def test_unknown_credential_is_deferred(

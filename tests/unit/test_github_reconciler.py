@@ -8,7 +8,7 @@ import logging
 import pytest
 
 from charm_state import CredentialSpec
-from garm_api import GarmApiError, GarmClient
+from garm_api import GarmApiError, GarmClient, GarmConnectionError
 from github_reconciler import CredentialReconciler
 from tests.garm_emulator import GarmEmulator
 from tests.rsa_keys import pkcs1_pem
@@ -85,11 +85,27 @@ def test_converged_pass_makes_no_writes(ready_emulator: GarmEmulator, client: Ga
     assert ready_emulator.writes() == []
 
 
-def test_create_failure_propagates(ready_emulator: GarmEmulator, client: GarmClient) -> None:
+def test_refused_create_is_contained_and_noted(
+    ready_emulator: GarmEmulator, client: GarmClient
+) -> None:
     ready_emulator.fail_next("POST", "/github/credentials", 500)
-    with pytest.raises(GarmApiError) as err:
-        reconcile_credentials(client, [_spec()])
-    assert err.value.status == 500
+    ready_emulator.fail_next(
+        "POST", "/github/credentials", 400, details="invalid private_key_bytes"
+    )
+    reconciler = CredentialReconciler(client)
+    reconciler.ensure([_spec(), _spec(app_id=3, installation_id=4), _spec(app_id=5)])
+    assert _names(ready_emulator) == ["app-5-2"]
+    assert reconciler.missing == {"app-1-2", "app-3-4"}
+    assert [str(n) for n in reconciler.notices] == [
+        "app-1-2: GARM failed on the GitHub App (500); will retry",
+        "app-3-4: GARM refused the GitHub App (github_private_key_secret_uri)",
+    ]
+
+
+def test_outage_during_create_aborts(ready_emulator: GarmEmulator, client: GarmClient) -> None:
+    ready_emulator.drop_next("POST", "/github/credentials")
+    with pytest.raises(GarmConnectionError):
+        reconcile_credentials(client, [_spec(), _spec(app_id=5)])
     assert _names(ready_emulator) == []
 
 

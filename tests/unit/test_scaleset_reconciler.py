@@ -463,7 +463,7 @@ def test_pre_install_script_drift_triggers_update(
     assert _only_write(garm).body["extra_specs"] == {"pre_install_scripts": {"a": _b64("echo a")}}
 
 
-def test_template_id_change_and_zero_revert(
+def test_template_id_change_and_zero_leaves_garms_choice(
     garm: GarmEmulator, reconciler: ScalesetReconciler
 ) -> None:
     charmed = garm.add_template("github_linux_charmed", b"#!/bin/bash\n")
@@ -473,13 +473,11 @@ def test_template_id_change_and_zero_revert(
     reconciler.reconcile([replace(spec, template_id=charmed["id"])])
     assert _only_write(garm).body == {**_base_update(spec), "template_id": charmed["id"]}
 
-    garm.clear_requests()
-    reconciler.reconcile([spec])
-    assert _only_write(garm).body == {**_base_update(spec), "template_id": 0}
-    assert "template_id" not in garm.scaleset_by_name(LIVE)
+    # 0 leaves the template to GARM: real GARM refuses 0 as an id (404), so nothing is sent.
     garm.clear_requests()
     reconciler.reconcile([spec])
     assert garm.writes() == []
+    assert garm.scaleset_by_name(LIVE)["template_id"] == charmed["id"]
 
 
 def test_runner_option_change_rewrites_template_in_place(
@@ -1106,15 +1104,35 @@ def test_nameless_scaleset_is_never_deleted(
 # --- error policy -----------------------------------------------------------------------------
 
 
-def test_per_spec_api_error_is_contained_and_raised_after_the_sweep(
+def test_per_spec_api_error_is_contained_and_reported(
     garm: GarmEmulator, reconciler: ScalesetReconciler
 ) -> None:
     garm.add_scaleset("gone-0000aaaa", org=ORG)
     garm.fail_next("POST", r"/organizations/[^/]+/scalesets", 500)
-    with pytest.raises(GarmApiError) as raised:
-        reconciler.reconcile([make_spec(name="a"), make_spec(name="b")])
-    assert raised.value.status == 500
-    assert names(garm) == {target_scaleset_name("b", LABELS)}  # orphan swept, b created
+    garm.fail_next("PUT", r"/scalesets/\d+", 400)
+    garm.add_scaleset(target_scaleset_name("c", LABELS), org=ORG, labels=list(LABELS))
+    result = reconciler.reconcile(
+        [make_spec(name="a"), make_spec(name="b"), make_spec(name="c", image="other")]
+    )
+    # a: create failed (retried); b: created; c: update refused; the orphan is swept anyway.
+    assert names(garm) == {target_scaleset_name("b", LABELS), target_scaleset_name("c", LABELS)}
+    assert [str(n) for n in result.notices] == [
+        "a: GARM failed on it (500); will retry",
+        "c: GARM refused it (400)",
+    ]
+    assert {s.name for s in result.live} == names(garm)
+
+
+def test_live_scaleset_on_another_entity_is_not_updated(
+    garm: GarmEmulator, reconciler: ScalesetReconciler
+) -> None:
+    garm.add_scaleset(LIVE, org="elsewhere", labels=list(LABELS), image="old")
+    garm.add_organization(ORG)
+    result = reconciler.reconcile([make_spec()])
+    assert garm.writes() == []
+    assert [str(n) for n in result.notices] == [
+        "my-scaleset: lives on another provider or entity; delete it in GARM"
+    ]
 
 
 def test_connection_error_aborts_before_the_sweep(
