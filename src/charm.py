@@ -14,6 +14,7 @@ from collections.abc import Sequence
 
 import ops
 
+import cos
 import database
 import ingress
 import leadership
@@ -41,6 +42,7 @@ from scaleset_reconciler import (
     scaleset_status_rows,
 )
 from status import progress_message
+from telemetry import traced
 
 logger = logging.getLogger(__name__)
 
@@ -68,6 +70,8 @@ class GarmCharm(ops.CharmBase):
     def __init__(self, framework: ops.Framework) -> None:
         """Observe every event that can change the desired or the observed state."""
         super().__init__(framework)
+        # Charm tracing to Tempo: hooks, Juju and Pebble calls, and the spans of telemetry.py.
+        self.tracing = ops.tracing.Tracing(self, cos.TRACING_RELATION)
         # None until a reconcile decides: hooks that do not reconcile (actions, secret
         # housekeeping) then add no status, and Juju keeps the last one shown.
         self._status: ops.StatusBase | None = None
@@ -86,7 +90,7 @@ class GarmCharm(ops.CharmBase):
             on.garm_data_storage_attached,
             on.secret_changed,
         ]
-        for relation in (CONFIGURATOR_RELATION, DEBUG_SSH_RELATION):
+        for relation in (CONFIGURATOR_RELATION, DEBUG_SSH_RELATION, *cos.RELATIONS):
             events += [
                 on[relation].relation_joined,
                 on[relation].relation_changed,
@@ -176,6 +180,7 @@ class GarmCharm(ops.CharmBase):
 
     # --- the reconcile pass ------------------------------------------------------------------
 
+    @traced("reconcile")
     def _reconcile(self) -> None:
         """Bring the workload and GARM to the desired state, in the spec's order."""
         if self.unit.is_leader():
@@ -183,10 +188,12 @@ class GarmCharm(ops.CharmBase):
             leadership.announce(self.model)
         # Relation data only: every unit publishes its ingress address, leader or not.
         ingress.publish_ingress_request(self)
+        cos.publish(self)
         container = self.unit.get_container(workload.CONTAINER_NAME)
         if not container.can_connect():
             self._status = ops.WaitingStatus(WAITING_PEBBLE)
             return
+        cos.forward_logs(self, container)
         try:
             owned = secrets_store.read_owned_secrets(self.model)
         except secrets_store.SecretsUnavailableError:
@@ -232,6 +239,7 @@ class GarmCharm(ops.CharmBase):
         kept = provider_record.trim(providers, state.providers, live)
         provider_record.save_record(self.app, self.model, stored, kept)
 
+    @traced("reconcile.database")
     def _database_config(self, container: ops.Container) -> workload.DatabaseConfig | None:
         """Return the database to run GARM with, or None while waiting for PostgreSQL data."""
         wanted = database.database_config(self).config
@@ -242,6 +250,7 @@ class GarmCharm(ops.CharmBase):
         database.warn_on_backend_switch(current.backend if current else None, wanted.backend)
         return wanted
 
+    @traced("reconcile.workload")
     def _apply_workload(
         self,
         container: ops.Container,
@@ -261,6 +270,7 @@ class GarmCharm(ops.CharmBase):
         )
         workload.apply_workload(container, workload.build_layer(environment), source)
 
+    @traced("reconcile.garm")
     def _sync_garm(
         self, state: CharmState, admin: secrets_store.AdminCredentials
     ) -> list[ScaleSet] | None:
@@ -288,6 +298,7 @@ class GarmCharm(ops.CharmBase):
                 return None
             return self._run_chain(client, state, admin)
 
+    @traced("reconcile.chain")
     def _run_chain(
         self, client: GarmClient, state: CharmState, admin: secrets_store.AdminCredentials
     ) -> list[ScaleSet] | None:
@@ -324,6 +335,7 @@ class GarmCharm(ops.CharmBase):
         self._progress = result.progress
         return result.live
 
+    @traced("reconcile.controller_urls")
     def _ensure_controller_urls(self, client: GarmClient) -> None:
         urls = ingress.controller_urls(ingress.external_base_url(self))
         current = client.get_controller()

@@ -17,9 +17,33 @@ from datetime import datetime
 from typing import Any, TypeVar
 
 import httpx
+from opentelemetry import trace
 from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, ValidationError
 
 GARM_API_URL = "http://127.0.0.1:8080/api/v1"
+TRACER_NAME = "garm-charm.garm-api"
+# Literal segments of GARM's API paths; any other segment is an id or a name, which a span
+# shows as ``{id}`` so that the span name is the route and never carries a value.
+_PATH_WORDS = frozenset(
+    {
+        "auth",
+        "controller",
+        "controller-info",
+        "credentials",
+        "endpoints",
+        "enterprises",
+        "first-run",
+        "github",
+        "instances",
+        "login",
+        "organizations",
+        "pools",
+        "providers",
+        "repositories",
+        "scalesets",
+        "templates",
+    }
+)
 HTTP_TIMEOUT = 30.0
 READY_TIMEOUT = 30.0
 READY_INTERVAL = 1.0
@@ -554,13 +578,35 @@ class GarmClient:
         headers = {"Accept": "application/json"}
         if authenticated and self._token:
             headers["Authorization"] = f"Bearer {self._token}"
-        try:
-            return self._http.request(method, path, json=body, params=params, headers=headers)
-        except httpx.TransportError as exc:
-            # The message names the failure class only: httpx messages can echo the URL.
-            raise GarmConnectionError(
-                f"cannot reach GARM ({type(exc).__name__}) on {method} {path}"
-            ) from exc
+        route = path_template(path)
+        tracer = trace.get_tracer(TRACER_NAME)
+        # One span per call: method, route and status only (no body, query or header).
+        with tracer.start_as_current_span(
+            f"GARM {method} {route}", kind=trace.SpanKind.CLIENT
+        ) as span:
+            span.set_attribute("http.request.method", method)
+            span.set_attribute("url.template", route)
+            try:
+                response = self._http.request(
+                    method, path, json=body, params=params, headers=headers
+                )
+            except httpx.TransportError as exc:
+                span.set_status(trace.StatusCode.ERROR, type(exc).__name__)
+                # The message names the failure class only: httpx messages can echo the URL.
+                raise GarmConnectionError(
+                    f"cannot reach GARM ({type(exc).__name__}) on {method} {path}"
+                ) from exc
+            span.set_attribute("http.response.status_code", response.status_code)
+            if response.is_error:
+                span.set_status(trace.StatusCode.ERROR, str(response.status_code))
+            return response
+
+
+def path_template(path: str) -> str:
+    """Return an API path's route: ``/scalesets/12/instances`` -> ``/scalesets/{id}/instances``."""
+    return "/".join(
+        part if not part or part in _PATH_WORDS else "{id}" for part in path.split("/")
+    )
 
 
 def _parse(model: type[_M], data: Any) -> _M:

@@ -39,7 +39,9 @@ def _run(*args: str) -> subprocess.CompletedProcess[str]:
 
 def _alert_names(rule_file: Path) -> set[str]:
     data = yaml.safe_load(rule_file.read_text(encoding="utf-8"))
-    return {rule["alert"] for group in data["groups"] for rule in group["rules"] if "alert" in rule}
+    return {
+        rule["alert"] for group in data["groups"] for rule in group["rules"] if "alert" in rule
+    }
 
 
 def _tested_alerts(test_file: Path) -> set[str]:

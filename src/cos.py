@@ -1,0 +1,39 @@
+"""The charm's side of the Canonical Observability Stack: one entry point per reconcile step.
+
+:func:`publish` writes the relation data of the three COS relations (scrape job and alert
+rules, dashboard, Loki requirer metadata); :func:`forward_logs` points Pebble's log targets at
+the Loki endpoints. Each interface lives in its own module (``cos_metrics``, ``cos_dashboard``,
+``cos_logging``); charm tracing is ``ops.tracing``, wired in ``charm.py``.
+"""
+
+from __future__ import annotations
+
+import ops
+from cosl import JujuTopology
+
+import cos_dashboard
+import cos_logging
+import cos_metrics
+from telemetry import traced
+
+RELATIONS = (
+    cos_metrics.METRICS_RELATION,
+    cos_dashboard.DASHBOARD_RELATION,
+    cos_logging.LOGGING_RELATION,
+)
+TRACING_RELATION = "charm-tracing"
+
+
+@traced("cos.publish")
+def publish(charm: ops.CharmBase) -> None:
+    """Write this unit's part of the metrics, dashboard and logging relations."""
+    topology = JujuTopology.from_charm(charm)
+    cos_metrics.publish(charm, topology)
+    cos_dashboard.publish(charm, topology)
+    cos_logging.publish(charm, topology)
+
+
+@traced("cos.forward_logs")
+def forward_logs(charm: ops.CharmBase, container: ops.Container) -> bool:
+    """Bring the container's Loki log targets in line with the logging relations."""
+    return cos_logging.forward_logs(charm, container, JujuTopology.from_charm(charm))
