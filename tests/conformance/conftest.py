@@ -15,7 +15,9 @@ from pathlib import Path
 
 import pytest
 
+import workload
 from garm_api import GarmClient
+from tests.charm_driver import CharmDriver, base_state
 from tests.conformance.backends import EMULATOR, REAL, ProxiedEmulator
 from tests.garm_emulator import GarmEmulator
 from tests.github_standin import GitHubStandin
@@ -122,6 +124,47 @@ def client(ready_garm: Garm) -> Iterator[GarmClient]:
         garm_client.login(ADMIN_USERNAME, ADMIN_PASSWORD)
         ready_garm.clear_requests()
         yield garm_client
+
+
+@pytest.fixture
+def charm_garm(backend: str, tmp_path: Path, request: pytest.FixtureRequest) -> Iterator[Garm]:
+    """A GARM with nothing in it, started by the charm's first replan (real) or at once."""
+    if backend == EMULATOR:
+        proxied = ProxiedEmulator(GarmEmulator(providers=[]).start())
+        try:
+            yield proxied
+        finally:
+            proxied.stop()
+        return
+    github: GitHubStandin = request.getfixturevalue("github")
+    binary = garm_binary()
+    assert binary is not None
+    (tmp_path / "bin").mkdir()
+    (tmp_path / "garm").mkdir()
+    real = RealGarm(
+        tmp_path / "garm",
+        binary=binary,
+        provider_binary=provider_standin.install(tmp_path / "bin"),
+        github_endpoint=github.endpoint_params(),
+    )
+    real.proxy.start()
+    try:
+        yield real
+    finally:
+        real.stop()
+
+
+@pytest.fixture
+def driver(charm_garm: Garm, tmp_path: Path) -> CharmDriver:
+    """The real charm, deployed and bootstrapped against this run's GARM."""
+    data = tmp_path / "data"
+    data.mkdir()
+    charm = CharmDriver(charm_garm, base_state(data), ready_timeout=10.0)
+    charm.run(charm.ctx.on.install())
+    charm.run(charm.ctx.on.leader_elected())
+    container = charm.state.get_container(workload.CONTAINER_NAME)
+    charm.run(charm.ctx.on.pebble_ready(container))
+    return charm
 
 
 @pytest.fixture(autouse=True)

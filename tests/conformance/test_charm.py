@@ -8,64 +8,13 @@ the planned environment.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-from pathlib import Path
-
 import ops
-import pytest
 
-import workload
-from tests.charm_driver import CharmDriver, Configurator, base_state, configurator
-from tests.conformance.backends import EMULATOR, ProxiedEmulator
+from tests.charm_driver import CharmDriver, Configurator, configurator
 from tests.conformance.conftest import Garm
-from tests.garm_emulator import GarmEmulator
-from tests.github_standin import GitHubStandin
-from tests.real_garm import provider_standin
-from tests.real_garm.harness import RealGarm, garm_binary
 from tests.real_garm.proxy import LOGIN_PATH, RecordedCall
 
 SCALESETS = 10
-
-
-@pytest.fixture
-def charm_garm(backend: str, tmp_path: Path, request: pytest.FixtureRequest) -> Iterator[Garm]:
-    """A GARM with nothing in it, started by the charm's first replan (real) or at once."""
-    if backend == EMULATOR:
-        proxied = ProxiedEmulator(GarmEmulator(providers=[]).start())
-        try:
-            yield proxied
-        finally:
-            proxied.stop()
-        return
-    github: GitHubStandin = request.getfixturevalue("github")
-    binary = garm_binary()
-    assert binary is not None
-    (tmp_path / "bin").mkdir()
-    (tmp_path / "garm").mkdir()
-    real = RealGarm(
-        tmp_path / "garm",
-        binary=binary,
-        provider_binary=provider_standin.install(tmp_path / "bin"),
-        github_endpoint=github.endpoint_params(),
-    )
-    real.proxy.start()
-    try:
-        yield real
-    finally:
-        real.stop()
-
-
-@pytest.fixture
-def driver(charm_garm: Garm, tmp_path: Path) -> CharmDriver:
-    """The real charm, deployed and bootstrapped against this run's GARM."""
-    data = tmp_path / "data"
-    data.mkdir()
-    charm = CharmDriver(charm_garm, base_state(data), ready_timeout=10.0)
-    charm.run(charm.ctx.on.install())
-    charm.run(charm.ctx.on.leader_elected())
-    container = charm.state.get_container(workload.CONTAINER_NAME)
-    charm.run(charm.ctx.on.pebble_ready(container))
-    return charm
 
 
 def quiet_configurator(number: int, relation_id: int) -> Configurator:

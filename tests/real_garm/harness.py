@@ -382,6 +382,10 @@ class RealGarm:
             headers={"Authorization": authorization},
             timeout=30,
         )
+        if response.status_code == 409:
+            # Only part of the controller URLs is set yet: GARM still gates the endpoint; the
+            # PUT that completes them brings the harness back here.
+            return
         _check(response)
         self._endpoint_pointed = True
 
