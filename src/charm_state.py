@@ -291,11 +291,14 @@ class Held:
         credentials: credential names (``app-<id>-<installation>``).
         entities: ``(type, name)`` of organisations and repositories.
         scalesets: logical scale set names.
+        apps: the configurator applications themselves: every scale set on one of their
+            providers is theirs, whatever it is called now.
     """
 
     credentials: frozenset[str] = frozenset()
     entities: frozenset[tuple[str, str]] = frozenset()
     scalesets: frozenset[str] = frozenset()
+    apps: frozenset[str] = frozenset()
 
 
 @dataclass(frozen=True)
@@ -320,6 +323,11 @@ class ConfiguratorInputs:
 def credential_name(app_id: int, installation_id: int) -> str:
     """Return the GARM credential name the charm uses for one GitHub App installation."""
     return f"app-{app_id}-{installation_id}"
+
+
+def app_of_provider(provider_name: str) -> str:
+    """Return the configurator application a provider name was derived from."""
+    return provider_name.rpartition("-")[0]
 
 
 def provider_name_for_unit(unit_name: str) -> str | None:
@@ -845,7 +853,8 @@ class _Merge:
                 if key not in desired_entities and self.entity_owner.get(key, (c.app,))[0] == c.app
             }
             scalesets |= {n for n in c.names if self.scaleset_owner.get(n) == c.app}
-        return Held(frozenset(credentials), frozenset(entities), frozenset(scalesets))
+        apps = frozenset(c.app for c in self.refused)
+        return Held(frozenset(credentials), frozenset(entities), frozenset(scalesets), apps)
 
 
 def _conflict(app: str, what: str, owner: str) -> InputProblem:

@@ -137,7 +137,9 @@ class CredentialReconciler:
                 )
 
     def _refused(self, spec: CredentialSpec, exc: GarmApiError, *, created: bool) -> None:
-        field_at_fault = KEY_FIELD if "private_key" in exc.details else ID_FIELDS
+        # GARM names the key when it can parse the request; a bare 500 comes from the key too.
+        key_at_fault = "private_key" in exc.details or (exc.status or 500) >= 500
+        field_at_fault = KEY_FIELD if key_at_fault else ID_FIELDS
         logger.warning(
             "GARM refused GitHub credential %s of %s (%s); check %s: %s",
             spec.name,
@@ -148,13 +150,10 @@ class CredentialReconciler:
         )
         if created:
             self.missing.add(spec.name)
-        subject = spec.source or spec.name
+        # Creating a credential makes GARM call nobody: a refusal, a 500 included (GARM's
+        # answer to a damaged PKCS#1 key), is about the input and needs the operator.
         text = f"GARM refused the GitHub App ({field_at_fault})"
-        if exc.status is None or exc.status >= 500:
-            text = f"GARM failed on the GitHub App ({exc.status}); will retry"
-            self.notices.append(Notice(Severity.WAITING, subject, text))
-            return
-        self.notices.append(Notice(Severity.BLOCKED, subject, text))
+        self.notices.append(Notice(Severity.BLOCKED, spec.source or spec.name, text))
 
     def prune(
         self,

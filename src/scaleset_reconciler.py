@@ -26,7 +26,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from charm_state import ScalesetSpec
+from charm_state import ScalesetSpec, app_of_provider
 from garm_api import (
     CreateScaleSetParams,
     CreateTemplateParams,
@@ -344,6 +344,7 @@ class ScalesetReconciler:
         *,
         prune: bool = True,
         held: Collection[str] = (),
+        held_apps: Collection[str] = (),
     ) -> ReconcileResult:
         """Run one pass: create, update and retire per spec, then sweep orphans.
 
@@ -353,6 +354,8 @@ class ScalesetReconciler:
                 invalid and it cannot be told what that input described.
             held: logical names whose configurator input is invalid this pass: their live
                 generations are left exactly as they are (no update, no retirement, no sweep).
+            held_apps: configurator applications whose input is invalid: every scale set on
+                one of their providers is left as it is too, whatever its name.
 
         Returns:
             What is still retiring and which scale sets exist after the pass.
@@ -362,7 +365,9 @@ class ScalesetReconciler:
             GarmUnauthorizedError: GARM rejected the token (the pass stops before the sweep).
             GarmApiError: a pass-start listing failed.
         """
-        return _Pass(self._client, self._clock).run(dedupe_specs(desired), prune, held)
+        return _Pass(self._client, self._clock).run(
+            dedupe_specs(desired), prune, held, held_apps
+        )
 
 
 @dataclass
@@ -380,7 +385,11 @@ class _Pass:
     _repo_ids: dict[str, str] | None = None
 
     def run(
-        self, specs: list[ScalesetSpec], prune: bool, held: Collection[str]
+        self,
+        specs: list[ScalesetSpec],
+        prune: bool,
+        held: Collection[str],
+        held_apps: Collection[str],
     ) -> ReconcileResult:
         providers = {p.name for p in self.client.list_providers() if p.name}
         listing = self.client.list_scalesets()
@@ -398,6 +407,11 @@ class _Pass:
         for logical in held:
             pattern = family_pattern(logical)
             claimed |= {name for name in observed if pattern.match(name)}
+        claimed |= {
+            name
+            for name, live in observed.items()
+            if app_of_provider(live.provider_name or "") in held_apps
+        }
 
         progress: list[ScalesetProgress] = []
         for spec in specs:

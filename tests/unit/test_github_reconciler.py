@@ -97,7 +97,7 @@ def test_refused_create_is_contained_and_noted(
     assert _names(ready_emulator) == ["app-5-2"]
     assert reconciler.missing == {"app-1-2", "app-3-4"}
     assert [str(n) for n in reconciler.notices] == [
-        "app-1-2: GARM failed on the GitHub App (500); will retry",
+        "app-1-2: GARM refused the GitHub App (github_private_key_secret_uri)",
         "app-3-4: GARM refused the GitHub App (github_private_key_secret_uri)",
     ]
 
