@@ -34,14 +34,14 @@ from garm_api import (
 )
 from garm_template import CharmedTemplateError, apply_charmed_template
 from github_reconciler import CredentialReconciler
+from notices import Notice, Severity, blocked, summarise
 from scaleset_reconciler import (
-    ScalesetProgress,
     ScalesetReconciler,
     StatusRow,
     format_scaleset_table,
     scaleset_status_rows,
 )
-from status import progress_message
+from status import progress_notices
 from telemetry import traced
 
 logger = logging.getLogger(__name__)
@@ -75,10 +75,11 @@ class GarmCharm(ops.CharmBase):
         # None until a reconcile decides: hooks that do not reconcile (actions, secret
         # housekeeping) then add no status, and Juju keeps the last one shown.
         self._status: ops.StatusBase | None = None
-        self._progress: Sequence[ScalesetProgress] = ()
+        self._notices: Sequence[Notice] = ()
         self._problems = ""
         # Leader only: more than one unit on SQLite, shown on the application (ADR 0007).
         self._units_blocked: ops.StatusBase | None = None
+        self._blocked_input = False
         on = self.on
         events: list[ops.BoundEvent] = [
             on.install,
@@ -139,10 +140,14 @@ class GarmCharm(ops.CharmBase):
             event.add_status(self._units_blocked)
 
     def _unit_status(self, status: ops.StatusBase) -> ops.StatusBase:
-        if not isinstance(status, ops.ActiveStatus):
+        """Add the input-problem summary to whatever status the pass decided."""
+        if not self._problems:
             return status
-        parts = [part for part in (status.message, self._problems) if part]
-        return ops.ActiveStatus("; ".join(parts))
+        message = "; ".join(part for part in (status.message, self._problems) if part)
+        if self._blocked_input and isinstance(status, ops.ActiveStatus):
+            # Only the configurator's operator can settle a conflict: say so in the status.
+            return ops.BlockedStatus(message)
+        return type(status)(message) if not isinstance(status, ops.UnknownStatus) else status
 
     def _on_get_credentials_action(self, event: ops.ActionEvent) -> None:
         try:
@@ -222,6 +227,7 @@ class GarmCharm(ops.CharmBase):
             return
         state = CharmState.from_charm(self)
         self._problems = describe_problems(state.problems)
+        self._blocked_input = state.blocked
         stored, record = provider_record.load_record(self.model)
         providers = provider_record.merge(record, state.providers)
         # Stored before it is published: whatever this hook does next, GARM never runs with a
@@ -230,12 +236,7 @@ class GarmCharm(ops.CharmBase):
         self._apply_workload(container, owned, db, providers)
         live = self._sync_garm(state, owned.admin)
         if live is not None:
-            # The chain ran; with no configurator at all it ran to zero, which is still waiting.
-            self._status = (
-                ops.ActiveStatus(progress_message(self._progress))
-                if state.configurator_relation_count
-                else ops.WaitingStatus(WAITING_CONFIGURATOR)
-            )
+            self._status = self._chain_status(state)
         kept = provider_record.trim(providers, state.providers, live)
         provider_record.save_record(self.app, self.model, stored, kept)
 
@@ -293,9 +294,6 @@ class GarmCharm(ops.CharmBase):
             except GarmApiError as exc:
                 self._fail_sync(exc)
                 return None
-            if state.unpublished_relation_ids:
-                self._status = ops.WaitingStatus(WAITING_CONFIGURATOR)
-                return None
             return self._run_chain(client, state, admin)
 
     @traced("reconcile.chain")
@@ -315,16 +313,21 @@ class GarmCharm(ops.CharmBase):
         try:
             # Created in dependency order (credential, entity, scale set) and deleted in the
             # reverse order in the same pass, so GARM never refuses a delete for a dependent.
+            held = state.held
             credentials = CredentialReconciler(client)
-            credentials.ensure(state.credentials)
+            credentials.ensure(state.credentials, held=held.credentials)
             entities = EntityReconciler(client, credentials.listed)
-            entities.ensure(state.entities)
+            entities.ensure(
+                state.entities, missing_credentials=credentials.missing, held=held.entities
+            )
             template_id = apply_charmed_template(client, state.debug_ssh)
             specs = [dataclasses.replace(s, template_id=template_id) for s in state.scalesets]
-            result = ScalesetReconciler(client).reconcile(specs, prune=state.prune)
+            result = ScalesetReconciler(client).reconcile(
+                specs, prune=state.prune, held=held.scalesets, held_apps=held.apps
+            )
             if state.prune:
-                in_use = entities.prune(state.entities, result.live)
-                credentials.prune(state.credentials, in_use)
+                in_use = entities.prune(state.entities, result.live, held=held.entities)
+                credentials.prune(state.credentials, in_use, held=held.credentials)
         except CharmedTemplateError as exc:
             logger.warning("Charmed template not applied: %s; scale sets skipped", exc)
             self._status = ops.WaitingStatus(str(exc))
@@ -332,8 +335,27 @@ class GarmCharm(ops.CharmBase):
         except GarmApiError as exc:
             self._fail_sync(exc)
             return None
-        self._progress = result.progress
+        self._notices = [
+            *credentials.notices,
+            *entities.notices,
+            *result.notices,
+            *progress_notices(result.progress),
+            *(
+                Notice(Severity.WAITING, app, "waiting for relation data")
+                for app in state.unpublished_apps
+            ),
+        ]
         return result.live
+
+    def _chain_status(self, state: CharmState) -> ops.StatusBase:
+        """The status of a pass that ran: what is held back or under way, else plain active."""
+        if not state.configurator_relation_count:
+            # The chain ran to zero: there is nothing to run GARM for yet.
+            return ops.WaitingStatus(WAITING_CONFIGURATOR)
+        message = summarise(self._notices)
+        if blocked(self._notices):
+            return ops.BlockedStatus(message)
+        return ops.ActiveStatus(message)
 
     @traced("reconcile.controller_urls")
     def _ensure_controller_urls(self, client: GarmClient) -> None:

@@ -8,6 +8,7 @@ import re
 import socket
 import threading
 import uuid
+from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -229,6 +230,11 @@ class GarmEmulator:
         """
         with self.state.lock:
             self.state.providers = list(providers)
+
+    def replan(self, environment: Mapping[str, str]) -> None:
+        """Restart as GARM does when Pebble replans with ``environment``: new providers only."""
+        raw = environment.get("GARM_PROVIDERS_JSON", "[]")
+        self.restart(providers=[p["unit_name"] for p in json.loads(raw)])
 
     @property
     def providers(self) -> list[str]:
