@@ -27,10 +27,13 @@ def _constants(tree: ast.Module) -> dict[str, str]:
     found: dict[str, str] = {}
     for node in tree.body:
         if isinstance(node, ast.Assign) and len(node.targets) == 1:
-            target = node.targets[0]
-            if isinstance(target, ast.Name) and isinstance(node.value, ast.Constant):
-                if isinstance(node.value.value, str):
-                    found[target.id] = node.value.value
+            target, value = node.targets[0], node.value
+            if (
+                isinstance(target, ast.Name)
+                and isinstance(value, ast.Constant)
+                and isinstance(value.value, str)
+            ):
+                found[target.id] = value.value
     return found
 
 
