@@ -434,11 +434,14 @@ def test_departed_configurator_provider_kept_until_scaleset_gone(
     runner = garm.instances(b_live)[0]["name"]
     garm.mark_busy(runner)
     out = driver.remove_relation(b.relation)
+    draining = ops.ActiveStatus("cfg-b-runners: draining 1 runner (no longer configured)")
+    assert out.unit_status == draining
     assert "cfg-b-0" in planned_providers(out)
     assert "cfg-b-0" in garm.providers
     for _ in range(3):
         out = driver.run(driver.ctx.on.update_status())
         assert "cfg-b-0" in planned_providers(out)
+        assert out.unit_status == draining
     # A pod restart mid-drain: a fresh container with no plan, the same record.
     fresh = base_state(tmp_path)
     driver.state = dataclasses.replace(out, containers=fresh.containers)
@@ -453,6 +456,7 @@ def test_departed_configurator_provider_kept_until_scaleset_gone(
     assert b_live not in live_names(garm)
     # The trim is written in the hook that saw the scale set gone; the next replan applies it.
     out = driver.run(driver.ctx.on.update_status())
+    assert out.unit_status == ops.ActiveStatus()
     assert planned_providers(out) == ["cfg-a-0"]
     assert garm.providers == ["cfg-a-0"]
 
