@@ -148,10 +148,7 @@ def publish(charm: ops.CharmBase, topology: JujuTopology) -> None:
 
 
 def _address(charm: ops.CharmBase, relation: ops.Relation) -> str | None:
-    binding = charm.model.get_binding(relation)
-    if binding is None:
-        return None
-    address = binding.network.bind_address
+    address = charm.model.get_binding(relation).network.bind_address
     return str(address) if address is not None else None
 
 
