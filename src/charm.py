@@ -57,6 +57,9 @@ WAITING_READY = "Waiting for GARM to become ready"
 WAITING_CONFIGURATOR = "Waiting for garm-configurator relation"
 SYNC_FAILED = "GARM sync failed"
 ADMIN_REJECTED = "GARM rejected the admin credentials"
+DATABASE_LOGIN_REFUSED = (
+    "PostgreSQL refused GARM's login: check the credentials of the postgresql relation"
+)
 STANDBY = "standby; GARM runs on the leader unit"
 
 
@@ -281,7 +284,7 @@ class GarmCharm(ops.CharmBase):
                 initialised = client.wait_for_ready(timeout=self.ready_timeout)
             except GarmConnectionError:
                 logger.warning("GARM did not answer within %.0f s", self.ready_timeout)
-                self._status = ops.WaitingStatus(WAITING_READY)
+                self._status = self._not_answering_status()
                 return None
             except GarmApiError as exc:
                 self._fail_sync(exc)
@@ -370,6 +373,29 @@ class GarmCharm(ops.CharmBase):
             return
         logger.info("Setting GARM controller URLs to base %s", urls.metadata_url)
         client.update_controller(**wanted)
+
+    def _not_answering_status(self) -> ops.StatusBase:
+        """Say why GARM does not answer when the database is why.
+
+        On PostgreSQL, GARM exits at start when the server refuses its login, and only GARM's
+        own output, which the charm cannot read, says so. The charm therefore tries the same
+        login with the credentials of the plan GARM runs with (``database.probe_login``): a
+        refusal blocks with :data:`DATABASE_LOGIN_REFUSED` until the relation data changes.
+        Anything else keeps the plain wait. Nothing is written to GARM either way.
+        """
+        container = self.unit.get_container(workload.CONTAINER_NAME)
+        db = workload.planned_database(container)
+        if db is None or db.backend != "postgresql":
+            return ops.WaitingStatus(WAITING_READY)
+        if database.probe_login(db) is not database.LoginProbe.REFUSED:
+            return ops.WaitingStatus(WAITING_READY)
+        logger.error(
+            "PostgreSQL at %s:%d refused the login of user %s: GARM cannot start",
+            db.host,
+            db.port,
+            db.username,
+        )
+        return ops.BlockedStatus(DATABASE_LOGIN_REFUSED)
 
     def _fail_sync(self, exc: GarmApiError) -> None:
         logger.warning("Reconcile failed (%s): %s; will retry", type(exc).__name__, exc)

@@ -38,7 +38,7 @@ from __future__ import annotations
 import json
 import tempfile
 import time
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import datetime, timedelta, tzinfo
@@ -53,7 +53,7 @@ from tests.charm_driver import CharmDriver, base_state
 from tests.garm_emulator import GarmEmulator
 from tests.github_standin import GitHubStandin
 from tests.real_garm import provider_standin
-from tests.real_garm.harness import SKIP_REASON, RealGarm, garm_binary
+from tests.real_garm.harness import SKIP_REASON, GarmStartError, RealGarm, garm_binary
 
 EMULATOR = "emulator"
 REAL = "real"
@@ -224,7 +224,7 @@ class RealStoryGarm:
 
     name = REAL
 
-    def __init__(self, real: RealGarm, github: GitHubStandin) -> None:
+    def __init__(self, real: PodGarm, github: GitHubStandin) -> None:
         """Tell the story against ``real``, whose GitHub is ``github``."""
         self.real = real
         self.github = github
@@ -384,6 +384,41 @@ class RealStoryGarm:
         return rows
 
 
+class PodGarm(RealGarm):
+    """Real GARM restarted as Pebble restarts it in the pod.
+
+    A GARM that exits at start (PostgreSQL refusing its login, say) is not an error of the hook
+    that replanned: Pebble notes it and the charm finds GARM not answering. The harness's error
+    is kept in :attr:`start_failure` instead of raised. And a GARM started on another database
+    starts empty there, so its ``github.com`` endpoint is pointed at the stand-in again once
+    the charm has set the controller URLs of that database.
+    """
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        """Take :class:`RealGarm`'s arguments."""
+        super().__init__(*args, **kwargs)
+        self.start_failure: str | None = None
+        self._database: tuple[str, ...] | None = None
+
+    def replan(self, environment: Mapping[str, str]) -> None:
+        """Restart GARM with ``environment``; a GARM that exits at start is noted."""
+        database = _database_identity(environment)
+        if database != self._database:
+            self._database = database
+            self._endpoint_pointed = False
+        self.start_failure = None
+        try:
+            super().replan(environment)
+        except GarmStartError as exc:
+            self.start_failure = str(exc)
+
+
+def _database_identity(environment: Mapping[str, str]) -> tuple[str, ...]:
+    """Which database an environment runs GARM on (never the password)."""
+    keys = sorted(k for k in environment if k.startswith(("GARM_DB_", "POSTGRESQL_DB_")))
+    return tuple(f"{k}={environment[k]}" for k in keys if "PASSWORD" not in k)
+
+
 class _ShiftedDatetime(datetime):
     """``datetime`` whose ``now()`` is :data:`CHARM_CLOCK_SHIFT` ahead."""
 
@@ -419,8 +454,12 @@ def open_backend(
     relations: Iterable[testing.Relation] = (),
     secrets: Iterable[testing.Secret] = (),
     workdir: Path | None = None,
+    ready_timeout: float = 15.0,
 ) -> Iterator[Backend]:
-    """Start the ``name`` backend and a charm driver on a fresh deployment; stop it after."""
+    """Start the ``name`` backend and a charm driver on a fresh deployment; stop it after.
+
+    ``ready_timeout`` is how long the charm waits for real GARM to answer in a hook.
+    """
     with tempfile.TemporaryDirectory() as scratch:
         root = workdir or Path(scratch)
         data = root / "data"
@@ -434,13 +473,17 @@ def open_backend(
                     "the GARM emulator (simulated clock)",
                 )
             return
-        with _real_backend(root, data, list(relations), list(secrets)) as backend:
+        with _real_backend(root, data, list(relations), list(secrets), ready_timeout) as backend:
             yield backend
 
 
 @contextmanager
 def _real_backend(
-    root: Path, data: Path, relations: list[testing.Relation], secrets: list[testing.Secret]
+    root: Path,
+    data: Path,
+    relations: list[testing.Relation],
+    secrets: list[testing.Secret],
+    ready_timeout: float,
 ) -> Iterator[Backend]:
     binary = garm_binary()
     if binary is None:
@@ -448,7 +491,7 @@ def _real_backend(
     (root / "bin").mkdir()
     (root / "garm").mkdir()
     with GitHubStandin() as github:
-        real = RealGarm(
+        real = PodGarm(
             root / "garm",
             binary=binary,
             provider_binary=provider_standin.install(root / "bin"),
@@ -466,7 +509,7 @@ def _real_backend(
             )
             yield Backend(
                 story_garm,
-                CharmDriver(real, state, ready_timeout=15.0),
+                CharmDriver(real, state, ready_timeout=ready_timeout),
                 f"real GARM ({binary}) with the GitHub stand-in and the stand-in provider; "
                 f"ingress URL {real.base_url} (the recording proxy)",
             )

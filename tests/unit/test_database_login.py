@@ -1,0 +1,140 @@
+"""GARM does not answer on PostgreSQL: the charm tells a refused database login apart.
+
+A small server on 127.0.0.1 plays PostgreSQL's side of the login (SSL refused, then an
+``ErrorResponse`` with the SQLSTATE given, or ``AuthenticationOk``), so the charm's probe runs
+for real; GARM is an address where nothing listens, as when it exited at start. The charm runs
+through ``ops.testing`` with the charm driver. The same status on real GARM and a real
+PostgreSQL server is in ``tests/conformance/test_postgresql.py``.
+"""
+
+from __future__ import annotations
+
+import socket
+import struct
+import threading
+from collections.abc import Mapping
+from pathlib import Path
+
+import ops
+import pytest
+from ops import testing
+
+import charm
+import database
+from tests.charm_driver import CharmDriver, base_state
+from tests.log_secrets import register_secret
+from tests.real_garm.harness import free_port
+from workload import DatabaseConfig
+
+PASSWORD = "Pg-unit-password-7c1e"  # test value
+register_secret(PASSWORD)
+
+
+class FakePostgres:
+    """Answers each login with ``error_code`` (an ErrorResponse), or accepts it when empty."""
+
+    def __init__(self, error_code: str) -> None:
+        self.error_code = error_code
+        self.logins = 0
+        self._listener = socket.create_server(("127.0.0.1", 0))
+        self._listener.settimeout(0.05)
+        self._stopped = threading.Event()
+        self.port = self._listener.getsockname()[1]
+        self._thread = threading.Thread(target=self._serve, daemon=True)
+
+    def __enter__(self) -> FakePostgres:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *_exc: object) -> None:
+        self._stopped.set()
+        self._thread.join(timeout=5)
+        self._listener.close()
+
+    def _serve(self) -> None:
+        while not self._stopped.is_set():
+            try:
+                conn, _ = self._listener.accept()
+            except TimeoutError:
+                continue
+            with conn:
+                conn.settimeout(5)
+                self._answer(conn)
+
+    def _answer(self, conn: socket.socket) -> None:
+        conn.recv(8)  # SSLRequest
+        conn.sendall(b"N")
+        (length,) = struct.unpack("!i", conn.recv(4))
+        conn.recv(length - 4)  # StartupMessage
+        self.logins += 1
+        if not self.error_code:
+            conn.sendall(b"R" + struct.pack("!ii", 8, 0))
+            return
+        fields = b"SFATAL\0C" + self.error_code.encode() + b"\0Mrefused\0\0"
+        conn.sendall(b"E" + struct.pack("!i", len(fields) + 4) + fields)
+
+
+class NoGarm:
+    """A GARM backend that never answers (it exited at start)."""
+
+    def __init__(self) -> None:
+        self.url = f"http://127.0.0.1:{free_port()}/api/v1"
+
+    def replan(self, environment: Mapping[str, str]) -> None:
+        """Pebble restarts GARM, which exits again."""
+
+
+def postgresql_relation(port: int) -> testing.Relation:
+    return testing.Relation(
+        "postgresql",
+        remote_app_name="postgresql-k8s",
+        id=91,
+        remote_app_data={
+            "endpoints": f"127.0.0.1:{port}",
+            "database": "garm",
+            "username": "garm",
+            "password": PASSWORD,
+        },
+    )
+
+
+def run_pebble_ready(tmp_path: Path, relations: set[testing.Relation]) -> testing.State:
+    driver = CharmDriver(NoGarm(), base_state(tmp_path, relations=relations), ready_timeout=0.2)
+    driver.run(driver.ctx.on.install())
+    return driver.run(driver.ctx.on.pebble_ready(driver.state.get_container("garm")))
+
+
+@pytest.mark.parametrize("code", ["28P01", "28000"])
+def test_refused_login_blocks_with_the_database_status(tmp_path: Path, code: str):
+    with FakePostgres(code) as server:
+        state = run_pebble_ready(tmp_path, {postgresql_relation(server.port)})
+    assert state.unit_status == ops.BlockedStatus(charm.DATABASE_LOGIN_REFUSED)
+    assert server.logins >= 1
+
+
+def test_accepted_login_keeps_waiting_for_garm(tmp_path: Path):
+    with FakePostgres("") as server:
+        state = run_pebble_ready(tmp_path, {postgresql_relation(server.port)})
+    assert state.unit_status == ops.WaitingStatus(charm.WAITING_READY)
+
+
+def test_unreachable_database_keeps_waiting_for_garm(tmp_path: Path):
+    state = run_pebble_ready(tmp_path, {postgresql_relation(free_port())})
+    assert state.unit_status == ops.WaitingStatus(charm.WAITING_READY)
+
+
+def test_sqlite_never_probes(tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
+    def fail(_config: DatabaseConfig, timeout: float = 0) -> database.LoginProbe:
+        raise AssertionError("probed on SQLite")
+
+    monkeypatch.setattr(database, "probe_login", fail)
+    state = run_pebble_ready(tmp_path, set())
+    assert state.unit_status == ops.WaitingStatus(charm.WAITING_READY)
+
+
+def test_other_server_errors_are_not_read_as_a_refused_login():
+    with FakePostgres("53300") as server:  # too_many_connections
+        config = DatabaseConfig(
+            backend="postgresql", host="127.0.0.1", port=server.port, password=PASSWORD
+        )
+        assert database.probe_login(config) is database.LoginProbe.UNKNOWN
