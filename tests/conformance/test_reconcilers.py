@@ -32,7 +32,6 @@ from scaleset_reconciler import (
     ScalesetReconciler,
     target_scaleset_name,
 )
-from tests.conformance.backends import REAL
 from tests.conformance.conftest import PROVIDER_NAME, Garm
 from tests.github_standin import GitHubStandin
 from tests.rsa_keys import pkcs1_pem
@@ -287,14 +286,16 @@ def scaleset_spec(template_id: int, **overrides: Any) -> ScalesetSpec:
 
 
 def update_body(spec: ScalesetSpec, **extra: Any) -> dict[str, Any]:
-    """The update the reconciler sends: every plain field, plus what changed otherwise."""
+    """The update the reconciler sends: every plain field, plus what changed otherwise.
+
+    An unchanged template is not sent.
+    """
     return {
         "enabled": True,
         "image": spec.image,
         "flavor": spec.flavor,
         "max_runners": spec.max_runners,
         "min_idle_runners": spec.min_idle_runners,
-        "template_id": spec.template_id,
         **extra,
     }
 
@@ -468,21 +469,10 @@ def test_orphan_is_swept_and_a_gated_spec_creates_nothing(
 
 
 def test_scaleset_without_a_template_converges(
-    client: GarmClient,
-    ready_garm: Garm,
-    entities: dict[str, Any],
-    backend: str,
-    request: pytest.FixtureRequest,
+    client: GarmClient, ready_garm: Garm, entities: dict[str, Any]
 ):
-    if backend == REAL:
-        request.applymarker(
-            pytest.mark.xfail(
-                strict=True,
-                reason="charm defect (reported): GARM stores github_linux's id for a scale set"
-                " created without a template; the reconciler reads that as drift from 0 and"
-                " sends template_id 0, which GARM refuses with 404",
-            )
-        )
+    # GARM stores github_linux's id for a scale set created without a template and refuses 0
+    # as an id: the reconciler must read 0 as "GARM's choice", never as drift.
     reconciler = ScalesetReconciler(client)
     spec = scaleset_spec(0)
     run_pass(reconciler, ready_garm, [spec])
