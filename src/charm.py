@@ -20,6 +20,7 @@ import ingress
 import leadership
 import provider_record
 import secrets_store
+import teardown
 import workload
 from charm_state import CharmState, describe_problems
 from entity_reconciler import EntityReconciler
@@ -61,6 +62,11 @@ DATABASE_LOGIN_REFUSED = (
     "PostgreSQL refused GARM's login: check the credentials of the postgresql relation"
 )
 STANDBY = "standby; GARM runs on the leader unit"
+CLEANUP_ON_REMOVE = "cleanup-on-remove"
+REMOVAL_UNREACHABLE = (
+    "GARM is not reachable, so its scale sets cannot be removed; retry the hook once it runs, "
+    "or set cleanup-on-remove=false to leave them"
+)
 
 
 class GarmCharm(ops.CharmBase):
@@ -69,6 +75,9 @@ class GarmCharm(ops.CharmBase):
     # Where the charm reaches GARM; the simulation and tests point it at the emulator.
     garm_api_url = GARM_API_URL
     ready_timeout = READY_TIMEOUT
+    # How long the removal cleanup waits for scale sets to drain (ADR 0006).
+    teardown_timeout = teardown.TEARDOWN_TIMEOUT
+    teardown_poll_interval = teardown.POLL_INTERVAL
 
     def __init__(self, framework: ops.Framework) -> None:
         """Observe every event that can change the desired or the observed state."""
@@ -122,10 +131,15 @@ class GarmCharm(ops.CharmBase):
         framework.observe(on.collect_app_status, self._on_collect_app_status)
         framework.observe(on.get_credentials_action, self._on_get_credentials_action)
         framework.observe(on.scaleset_status_action, self._on_scaleset_status_action)
+        framework.observe(on.stop, self._on_stop)
 
     # --- events ------------------------------------------------------------------------------
 
     def _on_reconcile_event(self, _: ops.EventBase) -> None:
+        if self._application_removed():
+            # GARM keeps its plan and providers until the stop hook has cleaned up (ADR 0006).
+            logger.info("The application is being removed: not reconciling")
+            return
         self._reconcile()
 
     def _on_secret_revision_obsolete(self, event: ops.SecretRemoveEvent) -> None:
@@ -185,6 +199,44 @@ class GarmCharm(ops.CharmBase):
             event.fail(f"Cannot read scale sets from GARM ({type(exc).__name__}).")
             return
         event.set_results({"scalesets": format_scaleset_table(rows), "count": len(rows)})
+
+    # --- removal (ADR 0006) ------------------------------------------------------------------
+
+    def _application_removed(self) -> bool:
+        """Tell whether every unit is going away: removal, not a pod restart or scale-down."""
+        return self.app.planned_units() == 0
+
+    def _on_stop(self, _: ops.StopEvent) -> None:
+        """On application removal, the leader deletes from GARM what the charm created there."""
+        if not self.unit.is_leader() or not self._application_removed():
+            return
+        if not self.config.get(CLEANUP_ON_REMOVE, True):
+            logger.warning(
+                "%s is false: leaving GARM's scale sets, entities and credentials in place",
+                CLEANUP_ON_REMOVE,
+            )
+            return
+        try:
+            admin = secrets_store.read_admin_credentials(self.model)
+        except secrets_store.SecretsUnavailableError:
+            logger.info("GARM was never bootstrapped: nothing to remove from it")
+            return
+        if not self.unit.get_container(workload.CONTAINER_NAME).can_connect():
+            raise teardown.TeardownError(f"{REMOVAL_UNREACHABLE} (the garm container is down)")
+        with GarmClient(self.garm_api_url) as client:
+            try:
+                initialised = client.wait_for_ready(timeout=self.ready_timeout)
+            except GarmConnectionError as exc:
+                raise teardown.TeardownError(REMOVAL_UNREACHABLE) from exc
+            if not initialised:
+                logger.info("GARM was never initialised: nothing to remove from it")
+                return
+            logger.info("The application is being removed: deleting what the charm put in GARM")
+            client.login(admin.username, admin.password)
+            result = teardown.remove_managed(
+                client, timeout=self.teardown_timeout, poll_interval=self.teardown_poll_interval
+            )
+        logger.info("GARM cleaned up for removal in %d sweep(s)", result.passes)
 
     # --- the reconcile pass ------------------------------------------------------------------
 
