@@ -365,9 +365,7 @@ class ScalesetReconciler:
             GarmUnauthorizedError: GARM rejected the token (the pass stops before the sweep).
             GarmApiError: a pass-start listing failed.
         """
-        return _Pass(self._client, self._clock).run(
-            dedupe_specs(desired), prune, held, held_apps
-        )
+        return _Pass(self._client, self._clock).run(dedupe_specs(desired), prune, held, held_apps)
 
 
 @dataclass

@@ -33,7 +33,14 @@ LOGIN_PATH = "/auth/login"
 CONTROLLER_PATH = "/controller"
 # Headers that describe one hop, not the message: never forwarded.
 _HOP_HEADERS = frozenset(
-    {"connection", "keep-alive", "transfer-encoding", "te", "upgrade", "proxy-connection"}
+    {
+        "connection",
+        "keep-alive",
+        "transfer-encoding",
+        "te",  # codespell:ignore te
+        "upgrade",
+        "proxy-connection",
+    }
 )
 
 
