@@ -1,116 +1,325 @@
-"""Cost of one scale-set reconcile pass against the GARM emulator (``tox -e bench``).
+"""Cost of one whole update-status hook, on the emulator and on real GARM (``tox -e bench``).
 
-For 10, 100 and 500 scale sets it measures a converged pass and a pass in which 10% of the
-scale sets change labels: wall time per pass and GARM calls per pass, reads and writes apart.
-Converged rows must show zero writes; the script exits non-zero otherwise.
+For N scale sets (N configurator relations, one unit, one organisation and one scale set each,
+all on one GitHub App, no idle runner) the real charm runs through ``ops.testing`` with every
+relation in place from the start; after the deployment converges, the script times whole
+``update-status`` hooks (readiness, login, controller, credentials, entities, templates, scale
+sets, providers, record):
+
+- **converged**: nothing changed since the last hook (the median of ``--repeats`` hooks);
+- **10% labels**: one configurator in ten publishes an extra label (a label change starts).
+
+Per hook it reports wall time, the charm's CPU time (``time.thread_time()`` of the thread that
+runs the hook: the charm and its GARM client run there, while the emulator and the recording
+proxy serve from other threads of the same process, which ``time.process_time()`` would add),
+the calls GARM received split into reads and writes (from the recording proxy in front of
+either backend: what GARM saw, login counted apart), and the hook-tool calls the charm made
+(``relation-get``, ``secret-get``, ``juju-log``, ...: each one is a process start under real
+Juju), counted on ``ops.testing``'s model backend.
+
+``--garm emulator|real|both`` picks the backends; ``--sizes`` the values of N. The command exits
+non-zero when a converged hook wrote anything but the login, on any backend. After the table it
+lists, per backend, the GARM calls and hook tools whose count per converged hook grows with N.
 """
 
 from __future__ import annotations
 
 import argparse
-import base64
+import collections
 import dataclasses
+import re
 import statistics
 import sys
+import tempfile
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import ExitStack, contextmanager
+from pathlib import Path
+from typing import Any
 
-from charm_state import ScalesetSpec
-from garm_api import CreateCredentialParams, GarmClient, GithubApp
-from scaleset_reconciler import ScalesetReconciler
-from tests.garm_emulator import DEFAULT_ADMIN_PASSWORD, GarmEmulator
-from tests.rsa_keys import pkcs1_pem
+from ops import testing
+from scenario import mocking
 
-PROVIDER = "bench-provider-0"
-ORG = "bench-org"
-WRITE_METHODS = frozenset({"POST", "PUT", "DELETE"})
+from tests.charm_driver import CharmDriver, Configurator, base_state, configurator
+from tests.conformance.backends import ProxiedEmulator
+from tests.garm_emulator import GarmEmulator
+from tests.github_standin import GitHubStandin
+from tests.real_garm import provider_standin
+from tests.real_garm.harness import SKIP_REASON, RealGarm, garm_binary
+from tests.real_garm.proxy import LOGIN_PATH, RecordedCall
+
+EMULATOR, REAL = "emulator", "real"
+# The hook tools of ops' model backend (each a process under Juju), as ops.testing mocks them.
+HOOK_TOOLS = (
+    "relation_get",
+    "relation_set",
+    "relation_ids",
+    "relation_list",
+    "relation_remote_app_name",
+    "relation_model_get",
+    "config_get",
+    "is_leader",
+    "status_get",
+    "status_set",
+    "application_version_set",
+    "juju_log",
+    "network_get",
+    "secret_get",
+    "secret_info_get",
+    "secret_set",
+    "secret_add",
+    "secret_remove",
+    "storage_list",
+    "storage_get",
+    "planned_units",
+    "open_port",
+    "close_port",
+    "opened_ports",
+)
+# Every configurator here publishes its own provider, and the charm hands GARM all providers in
+# one environment variable (GARM_PROVIDERS_JSON). Linux refuses to exec a process with a single
+# environment string above 128 KiB (MAX_ARG_STRLEN), which these providers pass at about 490:
+# at N=500 real GARM cannot be started at all (measured: E2BIG). Real GARM runs up to this N.
+REAL_MAX = 100
+_ID = re.compile(r"/(\d+|[0-9a-f]{8}-[0-9a-f-]{27,})(?=/|$)")
 
 
 @dataclasses.dataclass(frozen=True)
 class Row:
-    """One measured scenario."""
+    """One measured hook (or the median of several)."""
 
+    backend: str
     scalesets: int
     scenario: str
     seconds: float
+    cpu: float
     reads: int
     writes: int
+    tools: int
+    garm_calls: collections.Counter[str]
+    tool_calls: collections.Counter[str]
 
 
-def specs(count: int, changed: int = 0) -> list[ScalesetSpec]:
-    """Return ``count`` specs; the first ``changed`` carry an extra label."""
-    return [
-        ScalesetSpec(
-            name=f"bench-{index:04d}",
-            provider_name=PROVIDER,
-            image="ubuntu-24.04",
-            flavor="m1.small",
-            os_arch="amd64",
-            min_idle_runners=0,
-            max_runners=2,
-            entity_type="organization",
-            entity_name=ORG,
-            labels=("linux", "x64", "noble") if index < changed else ("linux", "x64"),
+class ToolCounter:
+    """Counts hook-tool calls on ``ops.testing``'s model backend while active."""
+
+    def __init__(self) -> None:
+        self.calls: collections.Counter[str] = collections.Counter()
+
+    @contextmanager
+    def counting(self) -> Iterator[None]:
+        """Wrap every hook tool of the mocked backend with a counter."""
+        backend_class = mocking._MockModelBackend  # pyright: ignore[reportPrivateUsage]
+        originals: dict[str, Callable[..., Any]] = {}
+        for name in HOOK_TOOLS:
+            original = getattr(backend_class, name, None)
+            if original is None:
+                continue
+            originals[name] = original
+            setattr(backend_class, name, self._wrap(name, original))
+        try:
+            yield
+        finally:
+            for name, original in originals.items():
+                setattr(backend_class, name, original)
+
+    def _wrap(self, name: str, original: Callable[..., Any]) -> Callable[..., Any]:
+        def counted(backend: Any, *args: Any, **kwargs: Any) -> Any:
+            self.calls[name] += 1
+            return original(backend, *args, **kwargs)
+
+        return counted
+
+
+def relations(count: int) -> list[Configurator]:
+    """``count`` configurators, each with its own organisation and scale set."""
+    made: list[Configurator] = []
+    for number in range(count):
+        cfg = configurator(
+            f"cfg-{number}",
+            relation_id=number + 1,
+            org=f"org-{number}",
+            labels="linux,x64",
+            extra={"min_idle_runner": "0"},
         )
-        for index in range(count)
-    ]
+        made.append(cfg)
+    return made
 
 
-def measured_pass(garm: GarmEmulator, client: GarmClient, desired: Sequence[ScalesetSpec]) -> Row:
-    """Run one pass and count the calls it made."""
+def with_extra_label(state: testing.State, changed: int) -> testing.State:
+    """``state`` where the configurators of relation ids 1..``changed`` add the label noble."""
+    updated = set()
+    for relation in state.relations:
+        if isinstance(relation, testing.Relation) and relation.id <= changed:
+            units = {
+                n: {**d, "labels": f"{d['labels']},noble"}
+                for n, d in relation.remote_units_data.items()
+            }
+            updated.add(dataclasses.replace(relation, remote_units_data=units))
+        else:
+            updated.add(relation)
+    return dataclasses.replace(state, relations=updated)
+
+
+def call_key(call: RecordedCall) -> str:
+    """``METHOD /path`` with ids replaced, and the query's keys."""
+    path = _ID.sub("/{id}", call.path)
+    query = "?" + "&".join(f"{k}=" for k in sorted(call.query)) if call.query else ""
+    return f"{call.method} {path}{query}"
+
+
+def measure(
+    backend: str, garm: Any, driver: CharmDriver, tools: ToolCounter, scenario: str
+) -> Row:
+    """Run one update-status hook and count what it cost."""
     garm.clear_requests()
-    started = time.perf_counter()
-    ScalesetReconciler(client).reconcile(desired)
-    seconds = time.perf_counter() - started
-    writes = sum(1 for r in garm.requests if r.method in WRITE_METHODS)
-    return Row(len(desired), "", seconds, len(garm.requests) - writes, writes)
+    tools.calls.clear()
+    wall, cpu = time.perf_counter(), time.thread_time()
+    with tools.counting():
+        driver.run(driver.ctx.on.update_status())
+    cpu, wall = time.thread_time() - cpu, time.perf_counter() - wall
+    calls = garm.requests
+    writes = [c for c in calls if c.method != "GET" and c.path != LOGIN_PATH]
+    return Row(
+        backend,
+        0,
+        scenario,
+        wall,
+        cpu,
+        sum(1 for c in calls if c.method == "GET"),
+        len(writes),
+        sum(tools.calls.values()),
+        collections.Counter(call_key(c) for c in calls),
+        collections.Counter(tools.calls),
+    )
 
 
-def bench(count: int, repeats: int) -> list[Row]:
-    """Measure the converged and the 10%-changing pass for ``count`` scale sets."""
-    with GarmEmulator(providers=[PROVIDER]) as garm, GarmClient(garm.url) as client:
-        garm.bootstrap(password=DEFAULT_ADMIN_PASSWORD)
-        client.login("admin", DEFAULT_ADMIN_PASSWORD)
-        client.create_credential(
-            CreateCredentialParams(
-                name="bench-cred",
-                description="Managed by garm",
-                endpoint="github.com",
-                app=GithubApp(
-                    app_id=1,
-                    installation_id=2,
-                    private_key_bytes=base64.b64encode(pkcs1_pem().encode()).decode(),
-                ),
-            )
+@contextmanager
+def started(backend: str, workdir: Path) -> Iterator[Any]:
+    """A GARM of ``backend`` behind a recording proxy, with nothing in it."""
+    if backend == EMULATOR:
+        proxied = ProxiedEmulator(GarmEmulator(providers=[]).start())
+        try:
+            yield proxied
+        finally:
+            proxied.stop()
+        return
+    binary = garm_binary()
+    if binary is None:
+        raise SystemExit(SKIP_REASON)
+    with ExitStack() as stack:
+        github = stack.enter_context(GitHubStandin())
+        (workdir / "bin").mkdir()
+        (workdir / "garm").mkdir()
+        real = RealGarm(
+            workdir / "garm",
+            binary=binary,
+            provider_binary=provider_standin.install(workdir / "bin"),
+            github_endpoint=github.endpoint_params(),
         )
-        client.create_organization(ORG, "bench-cred", "0" * 64)
-        desired = specs(count)
-        ScalesetReconciler(client).reconcile(desired)  # creates everything
-        converged = [measured_pass(garm, client, desired) for _ in range(repeats)]
-        changing = measured_pass(garm, client, specs(count, changed=count // 10))
-    median = statistics.median(r.seconds for r in converged)
-    return [
-        dataclasses.replace(converged[0], scenario="converged", seconds=median),
-        dataclasses.replace(changing, scenario="10% change labels"),
-    ]
+        real.proxy.start()
+        stack.callback(real.stop)
+        yield real
+
+
+def bench(backend: str, count: int, repeats: int) -> list[Row]:
+    """Deploy with ``count`` configurators, converge, then measure the hooks."""
+    with tempfile.TemporaryDirectory() as scratch, started(backend, Path(scratch)) as garm:
+        data = Path(scratch) / "data"
+        data.mkdir()
+        cfgs = relations(count)
+        state = base_state(
+            data,
+            relations={c.relation for c in cfgs},
+            secrets={s for c in cfgs for s in c.secrets},
+        )
+        driver = CharmDriver(garm, state, ready_timeout=30.0)
+        setup = time.perf_counter()
+        driver.run(driver.ctx.on.install())
+        driver.run(driver.ctx.on.leader_elected())
+        driver.run(driver.ctx.on.pebble_ready(driver.state.get_container("garm")))
+        driver.run(driver.ctx.on.update_status())
+        print(
+            f"  {backend}: {count} scale sets created and converged in "
+            f"{time.perf_counter() - setup:.1f} s",
+            file=sys.stderr,
+        )
+        tools = ToolCounter()
+        converged = [measure(backend, garm, driver, tools, "converged") for _ in range(repeats)]
+        driver.state = with_extra_label(driver.state, max(1, count // 10))
+        labels = measure(backend, garm, driver, tools, "10% labels")
+    first = converged[0]
+    median = dataclasses.replace(
+        first,
+        seconds=statistics.median(r.seconds for r in converged),
+        cpu=statistics.median(r.cpu for r in converged),
+    )
+    return [dataclasses.replace(r, scalesets=count) for r in (median, labels)]
+
+
+def growing(rows: Sequence[Row], backend: str) -> list[str]:
+    """Lines naming each call whose count per converged hook grows with N."""
+    mine = sorted(
+        (r for r in rows if r.backend == backend and r.scenario == "converged"),
+        key=lambda r: r.scalesets,
+    )
+    if len(mine) < 2:
+        return []
+    lines = []
+    for label, attr in (("GARM", "garm_calls"), ("hook tool", "tool_calls")):
+        keys = sorted({k for r in mine for k in getattr(r, attr)})
+        for key in keys:
+            counts = [getattr(r, attr)[key] for r in mine]
+            if counts[-1] > counts[0]:
+                per_n = ", ".join(f"{r.scalesets}: {n}" for r, n in zip(mine, counts, strict=True))
+                lines.append(f"  {backend:<8} {label:<9} {key:<52} {per_n}")
+    return lines
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """Print the table; return 1 if a converged pass wrote anything."""
-    parser = argparse.ArgumentParser(description=__doc__)
+    """Print the table and the growing calls; return 1 if a converged hook wrote."""
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--garm", choices=(EMULATOR, REAL, "both"), default=EMULATOR)
     parser.add_argument("--sizes", type=int, nargs="+", default=[10, 100, 500])
-    parser.add_argument("--repeats", type=int, default=3, help="converged passes per size")
+    parser.add_argument("--repeats", type=int, default=3, help="converged hooks per size")
+    parser.add_argument(
+        "--real-max",
+        type=int,
+        default=REAL_MAX,
+        help="largest N run on real GARM (see REAL_MAX: one provider per configurator)",
+    )
     args = parser.parse_args(argv)
-    rows = [row for size in args.sizes for row in bench(size, args.repeats)]
-    print(f"{'SCALESETS':>9}  {'SCENARIO':<18}  {'SECONDS/PASS':>12}  {'READS':>6}  {'WRITES':>6}")
+    backends = [EMULATOR, REAL] if args.garm == "both" else [args.garm]
+    rows: list[Row] = []
+    for size in args.sizes:
+        for backend in backends:
+            if backend == REAL and size > args.real_max:
+                print(
+                    f"  real: N={size} skipped (above --real-max {args.real_max})", file=sys.stderr
+                )
+                continue
+            rows.extend(bench(backend, size, args.repeats))
+    print(
+        f"{'BACKEND':<8}  {'SCALESETS':>9}  {'HOOK':<10}  {'WALL S':>7}  {'CPU S':>6}  "
+        f"{'READS':>5}  {'WRITES':>6}  {'HOOK TOOLS':>10}"
+    )
     for row in rows:
         print(
-            f"{row.scalesets:>9}  {row.scenario:<18}  {row.seconds:>12.3f}  "
-            f"{row.reads:>6}  {row.writes:>6}"
+            f"{row.backend:<8}  {row.scalesets:>9}  {row.scenario:<10}  {row.seconds:>7.3f}  "
+            f"{row.cpu:>6.3f}  {row.reads:>5}  {row.writes:>6}  {row.tools:>10}"
         )
-    bad = [row for row in rows if row.scenario == "converged" and row.writes]
+    print("\nCalls per converged hook that grow with the number of scale sets:")
+    for backend in backends:
+        print("\n".join(growing(rows, backend)) or f"  {backend}: none")
+    tools = collections.Counter[str]()
+    for row in rows:
+        if row.scenario == "converged" and row.scalesets == max(args.sizes):
+            tools = row.tool_calls
+            print(f"\nHook tools per converged hook, {row.backend}, N={row.scalesets}: ", end="")
+            print(", ".join(f"{k} {v}" for k, v in tools.most_common()))
+    bad = [r for r in rows if r.scenario == "converged" and r.writes]
     if bad:
-        print("FAILED: a converged pass issued writes", file=sys.stderr)
+        print("FAILED: a converged hook wrote to GARM (besides the login)", file=sys.stderr)
         return 1
     return 0
 
