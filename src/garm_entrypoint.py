@@ -51,6 +51,12 @@ DEFAULT_POSTGRESQL_DB_NAME = "garm"
 DEFAULT_POSTGRESQL_SSLMODE = "prefer"
 PASSPHRASE_LENGTH = 32
 
+# Linux refuses to start a process when one environment string is longer than 128 KiB
+# (MAX_ARG_STRLEN), which a list of about 490 providers reaches. The charm therefore cuts a long
+# provider list into pieces of at most this many characters (the JSON is ASCII): the first in
+# GARM_PROVIDERS_JSON, the next in GARM_PROVIDERS_JSON_1, GARM_PROVIDERS_JSON_2, ...
+PROVIDERS_JSON_PIECE = 96 * 1024
+
 REQUIRED_ENV_VARS = (
     GARM_JWT_SECRET,
     GARM_PASSPHRASE,
@@ -78,8 +84,13 @@ PROVIDER_REQUIRED_FIELDS = (
     "project_domain_name",
     "region_name",
 )
-# Used with fullmatch, so a trailing newline cannot slip past the ``$``.
+# The one definition of a safe provider (configurator unit) name: the charm validates with
+# this same pattern before publishing a provider, and the entrypoint checks it again here
+# because the name becomes a file path. Used with fullmatch, so a trailing newline cannot slip
+# past the ``$``.
 UNIT_NAME_PATTERN = re.compile(r"^[a-z][a-z0-9-]*-[0-9]+$")
+# The highest TCP port; the charm's port checks use it too.
+MAX_PORT = 65535
 
 CONFIG_DIR = "/etc/garm"
 CONFIG_FILE_NAME = "config.toml"
@@ -271,7 +282,7 @@ def _get(environ: Mapping[str, str], name: str) -> str:
 
 def _postgresql_port(environ: Mapping[str, str]) -> int:
     raw = environ.get(POSTGRESQL_DB_PORT, "") or str(DEFAULT_POSTGRESQL_PORT)
-    if not raw.isascii() or not raw.isdigit() or not 1 <= int(raw) <= 65535:
+    if not raw.isascii() or not raw.isdigit() or not 1 <= int(raw) <= MAX_PORT:
         _fail(f"variable {POSTGRESQL_DB_PORT} must be an integer between 1 and 65535")
     return int(raw)
 
@@ -349,6 +360,37 @@ def parse_providers(raw: str) -> list[dict[str, str]]:
     return sorted(providers, key=lambda p: p["unit_name"])
 
 
+def split_providers_json(text: str) -> dict[str, str]:
+    """Cut the provider list into environment variables no longer than Linux allows.
+
+    Args:
+        text: the canonical provider JSON.
+
+    Returns:
+        ``GARM_PROVIDERS_JSON`` with the first piece, then ``GARM_PROVIDERS_JSON_<n>`` for each
+        further piece; just the one variable for a list that fits.
+    """
+    pieces = [
+        text[i : i + PROVIDERS_JSON_PIECE] for i in range(0, len(text), PROVIDERS_JSON_PIECE)
+    ]
+    names = [GARM_PROVIDERS_JSON] + [f"{GARM_PROVIDERS_JSON}_{n}" for n in range(1, len(pieces))]
+    return dict(zip(names, pieces or [""], strict=False))
+
+
+def continuation_names(environ: Mapping[str, str]) -> list[str]:
+    """Names of the ``GARM_PROVIDERS_JSON_<n>`` pieces present, in order."""
+    names: list[str] = []
+    while f"{GARM_PROVIDERS_JSON}_{len(names) + 1}" in environ:
+        names.append(f"{GARM_PROVIDERS_JSON}_{len(names) + 1}")
+    return names
+
+
+def joined_providers_json(environ: Mapping[str, str]) -> str:
+    """Join ``GARM_PROVIDERS_JSON`` and its continuation pieces back into one text."""
+    names = [GARM_PROVIDERS_JSON, *continuation_names(environ)]
+    return "".join(environ.get(name, "") for name in names)
+
+
 def load_settings(environ: Mapping[str, str]) -> Settings:
     """Validate the environment and collect GARM's settings from it.
 
@@ -364,7 +406,7 @@ def load_settings(environ: Mapping[str, str]) -> Settings:
     for name in REQUIRED_ENV_VARS:
         _get(environ, name)
     database = _database(environ)
-    providers = parse_providers(environ[GARM_PROVIDERS_JSON])
+    providers = parse_providers(joined_providers_json(environ))
     proxies = {name: environ[name] for name in PROXY_ENV_VARS if environ.get(name)}
     for name, value in proxies.items():
         if not _is_text(value):
@@ -566,7 +608,7 @@ def main(
     except OSError as exc:
         _error(f"cannot write the GARM configuration in {layout.config_dir}: {exc.strerror}")
         return EXIT_FAILED
-    for name in SECRET_ENV_VARS:
+    for name in (*SECRET_ENV_VARS, *continuation_names(environ)):
         environ.pop(name, None)
     try:
         # GARM is a cobra CLI: only the double-dash flag is understood (older builds that used

@@ -27,7 +27,6 @@ from garm_entrypoint import (
     GARM_JWT_SECRET,
     GARM_PASSPHRASE,
     GARM_PORT,
-    GARM_PROVIDERS_JSON,
     GARM_SQLITE_DB_FILE,
     POSTGRESQL_DB_HOSTNAME,
     POSTGRESQL_DB_NAME,
@@ -36,6 +35,7 @@ from garm_entrypoint import (
     POSTGRESQL_DB_SSLMODE,
     POSTGRESQL_DB_USERNAME,
     SQLITE_DB_FILE,
+    split_providers_json,
 )
 
 __all__ = [
@@ -194,7 +194,7 @@ def build_environment(
         The environment, with keys in sorted order.
     """
     environment = {
-        GARM_PROVIDERS_JSON: providers_json,
+        **split_providers_json(providers_json),
         GARM_JWT_SECRET: jwt_secret,
         GARM_PASSPHRASE: passphrase,
         APP_BASE_URL: app_base_url.rstrip("/"),

@@ -24,6 +24,7 @@ from ops import testing
 
 import workload
 from charm import GarmCharm
+from garm_entrypoint import joined_providers_json
 from tests.log_secrets import register_secret
 from tests.rsa_keys import pkcs1_pem
 
@@ -141,7 +142,7 @@ def planned_env(state: testing.State) -> dict[str, str]:
 
 def planned_providers(state: testing.State) -> list[str]:
     """Return the provider names published to GARM in ``state``'s plan."""
-    raw = planned_env(state).get("GARM_PROVIDERS_JSON", "[]")
+    raw = joined_providers_json(planned_env(state)) or "[]"
     return [entry["unit_name"] for entry in json.loads(raw)]
 
 

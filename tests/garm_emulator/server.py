@@ -15,6 +15,8 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 from urllib.parse import parse_qsl, urlsplit
 
+from garm_entrypoint import joined_providers_json
+
 from . import routes
 from .state import (
     DEFAULT_RUNNER_GROUP,
@@ -233,7 +235,7 @@ class GarmEmulator:
 
     def replan(self, environment: Mapping[str, str]) -> None:
         """Restart as GARM does when Pebble replans with ``environment``: new providers only."""
-        raw = environment.get("GARM_PROVIDERS_JSON", "[]")
+        raw = joined_providers_json(environment) or "[]"
         self.restart(providers=[p["unit_name"] for p in json.loads(raw)])
 
     @property
@@ -561,7 +563,7 @@ class GarmEmulator:
         min_idle_runners: int = 0,
         enabled: bool = True,
         labels: list[str] | tuple[str, ...] = (),
-        template_id: int = 0,
+        template_id: int | None = None,
         extra_specs: dict[str, Any] | None = None,
         runner_group: str = "",
         updated_at: datetime | None = None,
@@ -569,7 +571,8 @@ class GarmEmulator:
         """Store a scale set without GARM's checks (any provider, even ``""`` for legacy rows).
 
         The entity is the organization ``org``, the repository ``repo`` (``owner/name``) or, when
-        neither is given, the organization ``seed-org``; it is created when missing.
+        neither is given, the organization ``seed-org``; it is created when missing. Without
+        ``template_id`` the scale set gets the system template GARM would pick (``github_linux``).
         """
         with self.state.lock:
             if repo is not None:
@@ -589,7 +592,9 @@ class GarmEmulator:
                 min_idle_runners=min_idle_runners,
                 enabled=enabled,
                 labels=list(labels),
-                template_id=template_id,
+                template_id=self.state.default_template_id("linux")
+                if template_id is None
+                else template_id,
                 extra_specs=None if extra_specs is None else json.dumps(extra_specs),
                 # GARM never stores an empty group: it creates scale sets in "Default".
                 runner_group=runner_group or DEFAULT_RUNNER_GROUP,

@@ -15,7 +15,7 @@ from typing import Any
 import pytest
 
 import garm_entrypoint
-from charm_state import ProviderConfig
+from desired_state import ProviderConfig
 from garm_entrypoint import (
     PROVIDER_REQUIRED_FIELDS,
     SECRET_ENV_VARS,
@@ -539,3 +539,25 @@ def test_toml_rejects_unsupported_values(value: object) -> None:
 def test_toml_rejects_lone_surrogate() -> None:
     with pytest.raises(ValueError, match="surrogate"):
         toml_dumps({"key": "bad\ud800"})
+
+
+def test_a_provider_list_longer_than_one_environment_string_still_starts_garm(
+    workspace: Workspace,
+) -> None:
+    # 600 providers are about 160 KiB of JSON: one variable that long cannot be exec'd.
+    providers = [provider(f"cfg-{n}-0") for n in range(600)]
+    text = json.dumps(providers, sort_keys=True, separators=(",", ":"))
+    assert len(text) > 128 * 1024
+    env = {**sqlite_env(), **garm_entrypoint.split_providers_json(text)}
+    assert max(len(value) for value in env.values()) <= garm_entrypoint.PROVIDERS_JSON_PIECE
+    assert garm_entrypoint.joined_providers_json(env) == text
+
+    output = workspace.run_ok(env)
+
+    assert output["config"].count("[[provider]]") == 600
+    assert not [key for key in output["env_keys"] if key.startswith("GARM_PROVIDERS_JSON")]
+
+
+def test_a_short_provider_list_stays_in_one_variable() -> None:
+    assert garm_entrypoint.split_providers_json("[]") == {"GARM_PROVIDERS_JSON": "[]"}
+    assert garm_entrypoint.joined_providers_json({"GARM_PROVIDERS_JSON": "[]"}) == "[]"
