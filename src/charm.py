@@ -23,6 +23,8 @@ import secrets_store
 import teardown
 import workload
 from charm_state import CharmState, describe_problems
+from configurator_contract import CONFIGURATOR_RELATION_NAME
+from debug_ssh import DEBUG_SSH_RELATION_NAME
 from entity_reconciler import EntityReconciler
 from garm_api import (
     GARM_API_URL,
@@ -46,9 +48,6 @@ from status import progress_notices
 from telemetry import traced
 
 logger = logging.getLogger(__name__)
-
-CONFIGURATOR_RELATION = "garm-configurator"
-DEBUG_SSH_RELATION = "debug-ssh"
 
 WAITING_PEBBLE = "Waiting for pebble ready"
 WAITING_SECRETS = "Waiting for GARM secrets"
@@ -103,7 +102,7 @@ class GarmCharm(ops.CharmBase):
             on.garm_data_storage_attached,
             on.secret_changed,
         ]
-        for relation in (CONFIGURATOR_RELATION, DEBUG_SSH_RELATION, *cos.RELATIONS):
+        for relation in (CONFIGURATOR_RELATION_NAME, DEBUG_SSH_RELATION_NAME, *cos.RELATIONS):
             events += [
                 on[relation].relation_joined,
                 on[relation].relation_changed,

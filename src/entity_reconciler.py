@@ -15,7 +15,7 @@ import secrets
 from collections.abc import Collection, Sequence
 from dataclasses import dataclass
 
-from charm_state import EntitySpec
+from desired_state import EntitySpec
 from garm_api import (
     Credential,
     GarmApiError,

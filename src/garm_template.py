@@ -13,7 +13,7 @@ import binascii
 import logging
 from collections.abc import Sequence
 
-from charm_state import DebugSshConnection
+from debug_ssh import DebugSshConnection
 from garm_api import CreateTemplateParams, GarmApiError, GarmClient, Template
 from runner_template import prepend_after_shebang, render_tmate_snippet
 

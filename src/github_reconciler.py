@@ -18,7 +18,7 @@ import base64
 import logging
 from collections.abc import Collection, Sequence
 
-from charm_state import DEFAULT_GITHUB_ENDPOINT, MANAGED_CREDENTIAL_DESCRIPTION, CredentialSpec
+from desired_state import DEFAULT_GITHUB_ENDPOINT, MANAGED_CREDENTIAL_DESCRIPTION, CredentialSpec
 from garm_api import (
     CreateCredentialParams,
     Credential,

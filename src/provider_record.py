@@ -18,7 +18,7 @@ from typing import Protocol
 
 import ops
 
-from charm_state import ProviderConfig
+from desired_state import ProviderConfig
 from garm_entrypoint import PROVIDER_REQUIRED_FIELDS
 
 logger = logging.getLogger(__name__)

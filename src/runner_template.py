@@ -12,7 +12,6 @@ import base64
 import functools
 import ipaddress
 import json
-import re
 import shlex
 from collections.abc import Mapping
 from pathlib import Path
@@ -20,7 +19,7 @@ from urllib.parse import urlsplit
 
 import jinja2
 
-from charm_state import RunnerConfig
+from runner_options import RunnerConfig, ipv4_networks, port_ranges
 
 RUNNER_USER = "runner"
 RUNNER_HOME = "/home/runner/actions-runner"
@@ -36,9 +35,6 @@ DEFAULT_APROXY_PORTS = ("80", "443")
 APROXY_ALWAYS_EXCLUDED = "127.0.0.0/8"
 
 TEMPLATES_DIR = Path(__file__).resolve().parent / "templates"
-
-_PORT_TOKEN = re.compile(r"^(\d{1,5})(?:-(\d{1,5}))?$")
-_MAX_PORT = 65535
 
 
 @functools.cache
@@ -259,15 +255,7 @@ def _proxy_authority(proxy: str) -> str:
 
 def _aproxy_ports(value: str) -> list[str]:
     """Parse port tokens, dropping invalid ones and merging overlaps (nft rejects overlaps)."""
-    ranges: list[tuple[int, int]] = []
-    for token in (t.strip() for t in value.split(",")):
-        match = _PORT_TOKEN.match(token)
-        if not match:
-            continue
-        low = int(match.group(1))
-        high = int(match.group(2) or low)
-        if 1 <= low <= high <= _MAX_PORT:
-            ranges.append((low, high))
+    ranges = [port_range for _, port_range in port_ranges(value)]
     if not ranges:
         return list(DEFAULT_APROXY_PORTS)
     merged: list[tuple[int, int]] = []
@@ -282,13 +270,7 @@ def _aproxy_ports(value: str) -> list[str]:
 def _aproxy_excludes(value: str) -> list[str]:
     """Return loopback plus the configured IPv4 networks, normalised and collapsed."""
     networks = [ipaddress.IPv4Network(APROXY_ALWAYS_EXCLUDED)]
-    for token in (t.strip() for t in value.split(",")):
-        try:
-            network = ipaddress.ip_network(token, strict=False)
-        except ValueError:
-            continue
-        if isinstance(network, ipaddress.IPv4Network):
-            networks.append(network)
+    networks += [network for _, network in ipv4_networks(value)]
     return [str(network) for network in ipaddress.collapse_addresses(networks)]
 
 

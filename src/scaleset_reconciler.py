@@ -26,7 +26,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from charm_state import ScalesetSpec, app_of_provider
+from desired_state import ScalesetSpec, app_of_provider
 from garm_api import (
     CreateScaleSetParams,
     CreateTemplateParams,

@@ -11,7 +11,7 @@ from __future__ import annotations
 import base64
 from typing import Any
 
-from charm_state import MANAGED_CREDENTIAL_DESCRIPTION
+from desired_state import MANAGED_CREDENTIAL_DESCRIPTION
 from garm_api import (
     CreateCredentialParams,
     CreateScaleSetParams,

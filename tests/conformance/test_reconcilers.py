@@ -14,7 +14,7 @@ from typing import Any
 
 import pytest
 
-from charm_state import CredentialSpec, EntitySpec, ScalesetSpec
+from desired_state import CredentialSpec, EntitySpec, ScalesetSpec
 from entity_reconciler import EntityReconciler
 from garm_api import (
     CreateCredentialParams,

@@ -23,7 +23,7 @@ from ops import testing
 
 import teardown
 from charm import GarmCharm
-from charm_state import MANAGED_CREDENTIAL_DESCRIPTION
+from desired_state import MANAGED_CREDENTIAL_DESCRIPTION
 from tests.charm_driver import CharmDriver, configurator
 from tests.conformance.backends import EMULATOR, wait_for
 from tests.conformance.conftest import Garm

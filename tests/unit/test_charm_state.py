@@ -11,26 +11,28 @@ import ops
 import ops.testing
 import pytest
 
-from charm_state import (
+from charm_state import CharmState, describe_problems
+from configurator_contract import (
     CONTRACT_KEYS,
-    DEFAULT_GITHUB_ENDPOINT,
-    MANAGED_CREDENTIAL_DESCRIPTION,
-    CharmState,
-    ConfiguratorInputs,
-    DebugSshConnection,
-    InputProblem,
-    RunnerConfig,
-    UnitData,
-    credential_name,
-    describe_problems,
+    PROVIDER_NAME_PATTERN,
     has_contract_data,
     load_schema,
-    parse_configurator_units,
-    parse_debug_ssh,
     provider_name_for_unit,
     schema_failures,
     unpublished_relation_ids,
 )
+from configurator_parser import parse_configurator_units
+from debug_ssh import DebugSshConnection, parse_debug_ssh
+from desired_state import (
+    DEFAULT_GITHUB_ENDPOINT,
+    MANAGED_CREDENTIAL_DESCRIPTION,
+    ConfiguratorInputs,
+    InputProblem,
+    UnitData,
+    credential_name,
+)
+from garm_entrypoint import UNIT_NAME_PATTERN
+from runner_options import RunnerConfig
 from tests.rsa_keys import pkcs1_pem
 
 PASSWORD = "os-pw-Xq7!never-logged"
@@ -283,6 +285,17 @@ def test_missing_provider_fields_are_named(caplog: pytest.LogCaptureFixture) -> 
 )
 def test_provider_name_for_unit(unit_name: str, expected: str | None) -> None:
     assert provider_name_for_unit(unit_name) == expected
+
+
+@pytest.mark.parametrize(
+    "name",
+    ["garm-configurator-0", "a-1", "cfg-b-12", "A-1", "-1", "cfg-", "cfg-1\n", "cfg/1", "1-1"],
+)
+def test_provider_name_pattern_agrees_with_the_entrypoint(name: str) -> None:
+    # The entrypoint, pushed alone into the container, checks provider names again with its
+    # own pattern: whatever the charm publishes, the entrypoint must accept, and no more.
+    charm_side = PROVIDER_NAME_PATTERN.fullmatch(name) is not None
+    assert charm_side == (UNIT_NAME_PATTERN.fullmatch(name) is not None)
 
 
 def test_unsafe_unit_name_contributes_no_provider(caplog: pytest.LogCaptureFixture) -> None:
@@ -729,12 +742,12 @@ def test_debug_ssh_sorted_by_host_and_port() -> None:
         unit({**SSH, "host": "a.example", "port": "2222"}, name="tmate/1"),
         unit({**SSH, "host": "a.example", "port": "222"}, name="tmate/2"),
     ]
-    assert [(c.host, c.port) for c in parse_debug_ssh(units)] == [
+    assert [(c.host, c.port) for c in parse_debug_ssh(units).connections] == [
         ("a.example", 222),
         ("a.example", 2222),
         ("b.example", 22),
     ]
-    assert parse_debug_ssh(units)[0] == DebugSshConnection(
+    assert parse_debug_ssh(units).connections[0] == DebugSshConnection(
         "a.example", 222, "SHA256:rsa", "SHA256:ed"
     )
 
@@ -742,13 +755,13 @@ def test_debug_ssh_sorted_by_host_and_port() -> None:
 def test_debug_ssh_incomplete_is_not_ready(caplog: pytest.LogCaptureFixture) -> None:
     data = {**SSH}
     del data["ed25519_fingerprint"]
-    assert parse_debug_ssh([unit(data, name="tmate/0")]) == ()
+    assert parse_debug_ssh([unit(data, name="tmate/0")]).connections == ()
     assert any("not ready" in w and "tmate/0" in w for w in warnings(caplog))
 
 
 def test_debug_ssh_newline_is_rejected(caplog: pytest.LogCaptureFixture) -> None:
     data = {**SSH, "rsa_fingerprint": "SHA256:rsa\nTMATE_SERVER_HOST=evil"}
-    assert parse_debug_ssh([unit(data, name="tmate/0")]) == ()
+    assert parse_debug_ssh([unit(data, name="tmate/0")]).connections == ()
     lines = warnings(caplog)
     assert any("rejected: possible injection" in w and "rsa_fingerprint" in w for w in lines)
     assert all("evil" not in w for w in lines)
@@ -756,13 +769,13 @@ def test_debug_ssh_newline_is_rejected(caplog: pytest.LogCaptureFixture) -> None
 
 @pytest.mark.parametrize("port", ["0", "65536", "ssh", "22.5", "-22"])
 def test_debug_ssh_bad_port_is_rejected(caplog: pytest.LogCaptureFixture, port: str) -> None:
-    assert parse_debug_ssh([unit({**SSH, "port": port}, name="tmate/0")]) == ()
+    assert parse_debug_ssh([unit({**SSH, "port": port}, name="tmate/0")]).connections == ()
     assert any("port" in w and "tmate/0" in w for w in warnings(caplog))
 
 
 def test_debug_ssh_port_bounds_accepted() -> None:
     units = [unit({**SSH, "port": "1"}), unit({**SSH, "port": "65535"})]
-    assert [c.port for c in parse_debug_ssh(units)] == [1, 65535]
+    assert [c.port for c in parse_debug_ssh(units).connections] == [1, 65535]
 
 
 # --- describe_problems ------------------------------------------------------------------------

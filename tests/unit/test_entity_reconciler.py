@@ -8,7 +8,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from charm_state import CredentialSpec, EntitySpec
+from desired_state import CredentialSpec, EntitySpec
 from entity_reconciler import EntityReconciler
 from garm_api import GarmApiError, GarmClient, GarmConnectionError
 from github_reconciler import CredentialReconciler

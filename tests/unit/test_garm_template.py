@@ -7,7 +7,7 @@ import logging
 
 import pytest
 
-from charm_state import DebugSshConnection
+from debug_ssh import DebugSshConnection
 from garm_api import GarmApiError, GarmClient
 from garm_template import CharmedTemplateError, apply_charmed_template
 from tests.garm_emulator import (

@@ -7,7 +7,7 @@ import logging
 
 import pytest
 
-from charm_state import CredentialSpec
+from desired_state import CredentialSpec
 from garm_api import GarmApiError, GarmClient, GarmConnectionError
 from github_reconciler import CredentialReconciler
 from tests.garm_emulator import GarmEmulator

@@ -11,7 +11,7 @@ import pytest
 from ops import testing
 
 import provider_record
-from charm_state import ProviderConfig
+from desired_state import ProviderConfig
 from garm_api import ScaleSet
 from tests.charm_driver import CharmDriver, base_state, configurator, planned_providers
 from tests.garm_emulator import GarmEmulator

@@ -20,7 +20,7 @@ import pytest
 import yaml
 
 import runner_template as rt
-from charm_state import RunnerConfig
+from runner_options import RunnerConfig
 
 MIRROR = "https://mirror.example.com"
 OTEL = "http://otel.example.com:4317"

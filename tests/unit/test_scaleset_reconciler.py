@@ -14,7 +14,7 @@ from typing import Any
 
 import pytest
 
-from charm_state import RunnerConfig, ScalesetSpec
+from desired_state import ScalesetSpec
 from garm_api import (
     CreateCredentialParams,
     GarmApiError,
@@ -24,6 +24,7 @@ from garm_api import (
     GithubApp,
     ScaleSet,
 )
+from runner_options import RunnerConfig
 from runner_template import build_template_data
 from scaleset_reconciler import (
     DRAIN_DEADLINE,

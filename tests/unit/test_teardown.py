@@ -19,7 +19,7 @@ from ops import testing
 
 import teardown
 from charm import GarmCharm
-from charm_state import MANAGED_CREDENTIAL_DESCRIPTION
+from desired_state import MANAGED_CREDENTIAL_DESCRIPTION
 from garm_api import CreateCredentialParams, GarmClient, GithubApp
 from tests.charm_driver import CharmDriver, base_state, configurator
 from tests.garm_emulator import GarmEmulator

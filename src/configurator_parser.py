@@ -1,0 +1,366 @@
+"""Parsing the garm-configurator unit databags into the desired state of one pass.
+
+Owns the reading of one unit's databag: provider, GitHub App credential, entity and scale set,
+each checked and each skip logged and reported as an ``InputProblem`` (never with a value).
+The per-configurator results then go through ``configurator_merge``. Must not import ops or
+the GARM client: the secrets come through a ``SecretReader`` the Juju adapter supplies.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from collections.abc import Sequence
+from typing import cast
+
+from configurator_contract import (
+    DECIMAL,
+    GITHUB_DATABAG_KEYS,
+    entity_target,
+    provider_name_for_unit,
+    schema_failures,
+    text,
+)
+from configurator_merge import Candidate, Contribution, Merge
+from desired_state import (
+    DEFAULT_GITHUB_ENDPOINT,
+    MANAGED_CREDENTIAL_DESCRIPTION,
+    ConfiguratorInputs,
+    CredentialSpec,
+    EntitySpec,
+    InputProblem,
+    ProviderConfig,
+    ScalesetSpec,
+    SecretReader,
+    UnitData,
+    credential_name,
+)
+from github_key import pkcs1_key_problem
+from runner_options import RunnerConfig
+
+logger = logging.getLogger(__name__)
+
+# (databag key, name used in the warning) for the fields a scale set cannot do without.
+_SCALESET_REQUIRED = (
+    ("provider_name", "provider_name"),
+    ("image_id", "image"),
+    ("flavor", "flavor"),
+    ("os_arch", "os_arch"),
+    ("max_runner", "max_runner"),
+)
+
+
+def parse_configurator_units(
+    units: Sequence[UnitData], read_secret: SecretReader
+) -> ConfiguratorInputs:
+    """Parse the garm-configurator unit databags into this pass's desired state.
+
+    A unit whose databag fails the JSON schema contributes nothing this pass: no provider,
+    credential, entity or scale set. Other bad input (missing fields, bad numbers, unreadable
+    secrets) skips only what depends on it. Every skip is logged as a warning and reported in
+    ``problems``; no value is ever logged. What a configurator with a problem described is
+    held, not deleted (``ConfiguratorInputs.held``); its provider stays because the provider
+    record keeps earlier entries (the caller's job).
+
+    Scale set specs carry ``template_id=0``; the caller fills in the charmed template id once
+    that template exists in GARM.
+
+    Args:
+        units: remote unit databags, sorted by relation id then unit name.
+        read_secret: returns the ``value`` of a configurator secret by URI, or None when it
+            cannot be read (the reader logs why).
+
+    Returns:
+        The parsed providers, credentials, entities, scale set specs and problems.
+    """
+    parser = _ConfiguratorParser(read_secret)
+    for unit in units:
+        parser.add_unit(unit)
+    return parser.result()
+
+
+class _ConfiguratorParser:
+    """Accumulates the parse of one pass per configurator, then merges the configurators."""
+
+    def __init__(self, read_secret: SecretReader) -> None:
+        self._read_secret = read_secret
+        self._secret_cache: dict[str, str | None] = {}
+        self._contributions: dict[int, Contribution] = {}
+
+    def result(self) -> ConfiguratorInputs:
+        merged = Merge()
+        for relation_id in sorted(self._contributions):
+            merged.add(self._contributions[relation_id])
+        return merged.result()
+
+    def add_unit(self, unit: UnitData) -> None:
+        contribution = self._contributions.setdefault(
+            unit.relation_id, Contribution(app=unit.unit_name.partition("/")[0])
+        )
+        contribution.identify(unit)
+        failed = schema_failures(unit.data)
+        if failed:
+            # Nothing of the unit is used: half-parsing data that breaks the contract could
+            # publish a spec built from the wrong fields.
+            logger.warning(
+                "ignoring garm-configurator data of %s this pass; keys failing the contract: %s",
+                unit.unit_name,
+                ", ".join(failed),
+            )
+            self._problem(contribution, unit, "invalid keys: " + ", ".join(failed))
+            return
+        self._add_provider(contribution, unit)
+        ids = self._github_ids(contribution, unit)
+        if ids is not None:
+            self._add_credential(contribution, unit, ids)
+            self._add_entity(contribution, unit, ids)
+        self._add_scaleset(contribution, unit)
+
+    @staticmethod
+    def _problem(contribution: Contribution, unit: UnitData, reason: str) -> None:
+        contribution.problems.append(InputProblem(source=unit.unit_name, reason=reason))
+
+    def _secret(self, uri: str) -> str | None:
+        if uri not in self._secret_cache:
+            self._secret_cache[uri] = self._read_secret(uri)
+        return self._secret_cache[uri]
+
+    def _add_provider(self, c: Contribution, unit: UnitData) -> None:
+        data = unit.data
+        if not text(data, "openstack_auth_url"):
+            return
+        unit_name = provider_name_for_unit(unit.unit_name)
+        if unit_name is None:
+            logger.warning(
+                "not registering a provider for %r: the unit name is not a safe provider name",
+                unit.unit_name,
+            )
+            self._problem(c, unit, "unit name is not a valid provider name")
+            return
+        # Legacy configurators publish the password in plaintext; it wins when present.
+        password = data.get("openstack_password") or ""
+        if not password.strip():
+            uri = text(data, "openstack_password_secret_uri")
+            password = (self._secret(uri) or "") if uri else ""
+        provider = ProviderConfig(
+            unit_name=unit_name,
+            network=text(data, "openstack_network"),
+            auth_url=text(data, "openstack_auth_url"),
+            username=text(data, "openstack_username"),
+            password=password,
+            project_name=text(data, "openstack_project_name"),
+            user_domain_name=text(data, "openstack_user_domain_name"),
+            project_domain_name=text(data, "openstack_project_domain_name"),
+            region_name=text(data, "openstack_region_name"),
+        )
+        missing = [key for key, value in provider.as_dict().items() if not value.strip()]
+        if missing:
+            logger.warning(
+                "no provider from %s this pass; missing or unreadable: %s",
+                unit.unit_name,
+                ", ".join(missing),
+            )
+            self._problem(c, unit, "provider fields missing: " + ", ".join(missing))
+            return
+        c.providers.append(provider)
+
+    def _github_ids(self, c: Contribution, unit: UnitData) -> tuple[int, int] | None:
+        app_raw = text(unit.data, "github_app_id")
+        installation_raw = text(unit.data, "github_installation_id")
+        missing = [key for key in GITHUB_DATABAG_KEYS if not text(unit.data, key)]
+        if missing and len(missing) < len(GITHUB_DATABAG_KEYS):
+            # Half an App would silently drop the credential and let it be deleted.
+            logger.warning(
+                "skipping the GitHub credential and entity of %s: missing %s",
+                unit.unit_name,
+                ", ".join(missing),
+            )
+            self._problem(c, unit, "GitHub App fields incomplete: missing " + ", ".join(missing))
+            return None
+        if missing:
+            return None
+        if not (DECIMAL.fullmatch(app_raw) and DECIMAL.fullmatch(installation_raw)):
+            # The schema keeps these single-line, so quoting them cannot forge log lines.
+            logger.warning(
+                "skipping the GitHub credential and entity of %s: github_app_id %r and "
+                "github_installation_id %r must be non-negative integers",
+                unit.unit_name,
+                app_raw,
+                installation_raw,
+            )
+            self._problem(c, unit, "github_app_id or github_installation_id is not an integer")
+            return None
+        return int(app_raw), int(installation_raw)
+
+    def _add_credential(self, c: Contribution, unit: UnitData, ids: tuple[int, int]) -> None:
+        uri = text(unit.data, "github_private_key_secret_uri")
+        if not uri or ids in c.credentials:
+            return
+        name = credential_name(*ids)
+        private_key = self._secret(uri)
+        if private_key is None:
+            logger.warning(
+                "skipping credential %s from %s: private key secret %s is unreadable",
+                name,
+                unit.unit_name,
+                uri,
+            )
+            self._problem(c, unit, "GitHub private key secret is unreadable")
+            return
+        if not private_key.strip():
+            logger.warning(
+                "skipping credential %s from %s: the private key of app id %d is empty",
+                name,
+                unit.unit_name,
+                ids[0],
+            )
+            self._problem(c, unit, "GitHub private key is empty")
+            return
+        key_problem = pkcs1_key_problem(private_key)
+        if key_problem:
+            logger.warning(
+                "skipping credential %s from %s: %s (github_private_key_secret_uri)",
+                name,
+                unit.unit_name,
+                key_problem,
+            )
+            self._problem(c, unit, key_problem)
+            return
+        c.credentials[ids] = CredentialSpec(
+            name=name,
+            endpoint=DEFAULT_GITHUB_ENDPOINT,
+            app_id=ids[0],
+            installation_id=ids[1],
+            private_key=private_key,
+            description=MANAGED_CREDENTIAL_DESCRIPTION,
+            source=c.app,
+        )
+
+    def _add_entity(self, c: Contribution, unit: UnitData, ids: tuple[int, int]) -> None:
+        target = entity_target(unit.data)
+        if target is None:
+            return
+        wanted = credential_name(*ids)
+        existing = c.entities.get(target)
+        if existing is None:
+            c.entities[target] = EntitySpec(target[0], target[1], wanted, source=c.app)
+        elif existing.credentials_name != wanted:
+            logger.warning(
+                "%s %s is already bound to credential %s; ignoring credential %s from %s",
+                target[0],
+                target[1],
+                existing.credentials_name,
+                wanted,
+                unit.unit_name,
+            )
+
+    def _add_scaleset(self, c: Contribution, unit: UnitData) -> None:
+        spec = self._scaleset_spec(c, unit)
+        if spec is None:
+            return
+        from_provider_unit = bool(text(unit.data, "openstack_auth_url"))
+        current = c.scalesets.get(spec.name)
+        # Every unit of a configurator publishes the same logical scale set; the unit that
+        # published the provider wins because only its provider is registered in GARM.
+        if current is None or (from_provider_unit and not current.from_provider_unit):
+            c.scalesets[spec.name] = Candidate(spec, from_provider_unit)
+
+    def _scaleset_spec(self, c: Contribution, unit: UnitData) -> ScalesetSpec | None:
+        data = unit.data
+        name = text(data, "name")
+        if not name:
+            return None
+        target = entity_target(data)
+        if target is None:
+            logger.warning(
+                "skipping scale set %s from %s: neither org nor repo is set", name, unit.unit_name
+            )
+            self._problem(c, unit, "neither org nor repo is set")
+            return None
+        missing = [label for key, label in _SCALESET_REQUIRED if not text(data, key)]
+        if missing:
+            logger.warning(
+                "skipping scale set %s from %s: missing %s",
+                name,
+                unit.unit_name,
+                ", ".join(missing),
+            )
+            self._problem(c, unit, "scale set fields missing: " + ", ".join(missing))
+            return None
+        counts = self._counts(c, unit, name)
+        if counts is None:
+            return None
+        return ScalesetSpec(
+            name=name,
+            provider_name=text(data, "provider_name"),
+            image=text(data, "image_id"),
+            flavor=text(data, "flavor"),
+            os_arch=text(data, "os_arch"),
+            min_idle_runners=counts[0],
+            max_runners=counts[1],
+            entity_type=target[0],
+            entity_name=target[1],
+            labels=tuple(
+                label for label in (t.strip() for t in text(data, "labels").split(",")) if label
+            ),
+            runner_group=text(data, "runner_group"),
+            pre_install_scripts=self._scripts(c, unit, name),
+            runner_config=RunnerConfig.from_databag(data),
+            source=c.app,
+        )
+
+    def _counts(self, c: Contribution, unit: UnitData, name: str) -> tuple[int, int] | None:
+        raw = {
+            "min_idle_runner": text(unit.data, "min_idle_runner") or "0",
+            "max_runner": text(unit.data, "max_runner"),
+        }
+        bad = [key for key, value in raw.items() if not DECIMAL.fullmatch(value)]
+        if bad:
+            logger.warning(
+                "skipping scale set %s from %s: %s must be a non-negative integer",
+                name,
+                unit.unit_name,
+                " and ".join(bad),
+            )
+            self._problem(c, unit, " and ".join(bad) + " is not an integer")
+            return None
+        min_idle, max_runners = int(raw["min_idle_runner"]), int(raw["max_runner"])
+        # GARM refuses both, and only after registering the scale set with GitHub.
+        reason = ""
+        if max_runners == 0:
+            reason = "max_runner must be at least 1"
+        elif min_idle > max_runners:
+            reason = "min_idle_runner is above max_runner"
+        if reason:
+            logger.warning("skipping scale set %s from %s: %s", name, unit.unit_name, reason)
+            self._problem(c, unit, reason)
+            return None
+        return min_idle, max_runners
+
+    def _scripts(self, c: Contribution, unit: UnitData, name: str) -> dict[str, str]:
+        scripts, acceptable = _pre_install_scripts(unit.data.get("pre_install_scripts") or "")
+        if not acceptable:
+            logger.warning(
+                "scale set %s from %s: pre_install_scripts is not a JSON object of strings; "
+                "using %d of its scripts",
+                name,
+                unit.unit_name,
+                len(scripts),
+            )
+            self._problem(c, unit, "pre_install_scripts is not a JSON object of strings")
+        return scripts
+
+
+def _pre_install_scripts(raw: str) -> tuple[dict[str, str], bool]:
+    """Parse the pre-install scripts; the flag tells whether the input was acceptable."""
+    if not raw.strip():
+        return {}, True
+    try:
+        parsed: object = json.loads(raw)
+    except ValueError:
+        return {}, False
+    if not isinstance(parsed, dict):
+        return {}, False
+    items = cast(dict[object, object], parsed).items()
+    scripts = {k: v for k, v in items if isinstance(k, str) and isinstance(v, str)}
+    return scripts, len(scripts) == len(items)

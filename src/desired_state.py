@@ -1,0 +1,179 @@
+"""The desired state of one pass, as frozen objects detached from Juju and GARM.
+
+Owns the specs the reconcilers work on (providers, credentials, entities, scale sets), what a
+configurator's input is worth this pass (``InputProblem``, ``Held``, ``ConfiguratorInputs``)
+and the names the charm derives from them. Must not import ops or the GARM client: the parser
+fills these objects from relation data, the reconcilers read them.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+
+from runner_options import RunnerConfig
+
+DEFAULT_GITHUB_ENDPOINT = "github.com"
+# GARM credentials with this description are the charm's; any other is left alone.
+MANAGED_CREDENTIAL_DESCRIPTION = "Managed by garm"
+
+# Reads a configurator secret's ``value`` by URI; None when it cannot be read.
+SecretReader = Callable[[str], str | None]
+
+
+@dataclass(frozen=True)
+class ProviderConfig:
+    """One OpenStack provider, named after the configurator unit that published it.
+
+    The field set is exactly the entrypoint's ``PROVIDER_REQUIRED_FIELDS``.
+    """
+
+    unit_name: str
+    network: str
+    auth_url: str
+    username: str
+    password: str = field(repr=False)
+    project_name: str
+    user_domain_name: str
+    project_domain_name: str
+    region_name: str
+
+    def as_dict(self) -> dict[str, str]:
+        """Return the provider as the plain mapping published to the workload."""
+        return {
+            "unit_name": self.unit_name,
+            "network": self.network,
+            "auth_url": self.auth_url,
+            "username": self.username,
+            "password": self.password,
+            "project_name": self.project_name,
+            "user_domain_name": self.user_domain_name,
+            "project_domain_name": self.project_domain_name,
+            "region_name": self.region_name,
+        }
+
+
+@dataclass(frozen=True)
+class CredentialSpec:
+    """A GitHub App credential the charm keeps in GARM."""
+
+    name: str
+    endpoint: str
+    app_id: int
+    installation_id: int
+    private_key: str = field(repr=False)
+    description: str
+    source: str = ""  # the configurator application that publishes it, for the status
+
+
+@dataclass(frozen=True)
+class EntitySpec:
+    """An organisation or repository registered in GARM with one credential."""
+
+    entity_type: str  # "organization" or "repository"
+    entity_name: str  # org name, or "owner/repo"
+    credentials_name: str
+    source: str = ""  # the configurator application that publishes it, for the status
+
+
+@dataclass(frozen=True)
+class ScalesetSpec:
+    """One logical scale set as a configurator describes it.
+
+    ``name`` is the logical name; the live name in GARM adds a hash of the labels.
+    """
+
+    name: str
+    provider_name: str
+    image: str
+    flavor: str
+    os_arch: str
+    min_idle_runners: int
+    max_runners: int
+    entity_type: str
+    entity_name: str
+    labels: tuple[str, ...] = ()
+    runner_group: str = ""
+    pre_install_scripts: Mapping[str, str] = field(default_factory=dict[str, str])
+    os_type: str = "linux"
+    template_id: int = 0
+    runner_config: RunnerConfig = field(default_factory=RunnerConfig)
+    source: str = ""  # the configurator application that publishes it, for the status
+
+
+@dataclass(frozen=True)
+class UnitData:
+    """One remote unit databag, detached from Juju.
+
+    Attributes:
+        relation_id: id of the relation the unit is seen through.
+        unit_name: Juju unit name, for example ``garm-configurator/0``.
+        data: the unit databag; every value is a string.
+    """
+
+    relation_id: int
+    unit_name: str
+    data: Mapping[str, str] = field(repr=False)
+
+
+@dataclass(frozen=True)
+class InputProblem:
+    """Bad relation input, kept to tell the operator what is wrong.
+
+    Never holds a value from the databag, only where it came from and what is wrong with it.
+
+    Attributes:
+        source: the remote unit name that published the data.
+        reason: a short description, for example ``max_runner is not an integer``.
+    """
+
+    source: str
+    reason: str
+    blocked: bool = False
+
+
+@dataclass(frozen=True)
+class Held:
+    """Names of GARM objects a configurator with bad input described: left exactly as they are.
+
+    Attributes:
+        credentials: credential names (``app-<id>-<installation>``).
+        entities: ``(type, name)`` of organisations and repositories.
+        scalesets: logical scale set names.
+        apps: the configurator applications themselves: every scale set on one of their
+            providers is theirs, whatever it is called now.
+    """
+
+    credentials: frozenset[str] = frozenset()
+    entities: frozenset[tuple[str, str]] = frozenset()
+    scalesets: frozenset[str] = frozenset()
+    apps: frozenset[str] = frozenset()
+
+
+@dataclass(frozen=True)
+class ConfiguratorInputs:
+    """Everything parsed from the garm-configurator unit databags in one pass.
+
+    Attributes:
+        held: what configurators with bad input described, to be left as it is.
+        identity_unknown: some configurator with bad input cannot be told what it described
+            (its scale set name is unreadable), so nothing may be deleted this pass.
+    """
+
+    providers: tuple[ProviderConfig, ...] = ()
+    credentials: tuple[CredentialSpec, ...] = ()
+    entities: tuple[EntitySpec, ...] = ()
+    scalesets: tuple[ScalesetSpec, ...] = ()
+    problems: tuple[InputProblem, ...] = ()
+    held: Held = Held()
+    identity_unknown: bool = False
+
+
+def credential_name(app_id: int, installation_id: int) -> str:
+    """Return the GARM credential name the charm uses for one GitHub App installation."""
+    return f"app-{app_id}-{installation_id}"
+
+
+def app_of_provider(provider_name: str) -> str:
+    """Return the configurator application a provider name was derived from."""
+    return provider_name.rpartition("-")[0]
