@@ -17,7 +17,7 @@ from tests.charm_driver import CharmDriver, base_state, configurator, planned_pr
 from tests.garm_emulator import GarmEmulator
 
 
-def provider(unit: str, password: str = "pw") -> ProviderConfig:  # noqa: S107 - test data
+def provider(unit: str, password: str = "record-test-password") -> ProviderConfig:  # noqa: S107
     return ProviderConfig(
         unit_name=unit,
         network="net",
