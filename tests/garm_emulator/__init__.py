@@ -10,8 +10,16 @@ Choices where GARM's behaviour is not pinned by the spec (keep tests honest abou
   pending_force_delete is refused (400); a busy runner (``runner_status`` active) is refused
   (400, GitHub will not remove a runner mid-job) unless ``forceRemove=true``; a runner marked
   with ``set_github_unauthorized`` answers 401 unless ``bypassGHUnauthorized=true``.
-* ``extra_specs: {}`` is stored and echoed as ``{}`` (GARM keeps the raw JSON it was sent);
-  ``template_id: 0`` reverts to no template, so the key disappears.
+* ``extra_specs: {}`` is stored and echoed as ``{}`` (GARM keeps the raw JSON it was sent).
+  A scale set's ``generation`` goes up when an update changes its image, flavor, OS type or
+  arch, extra specs or shell flag; GARM compares extra specs as the bytes sent, the emulator as
+  its re-encoding of them, so only a whitespace-only difference tells the two apart.
+* Templates: GARM's four system templates (ids 1-4); a scale set sent without ``template_id``
+  gets the one of its OS (GitHub forge); any id sent, 0 included, must exist (404) and match the
+  scale set's OS and forge (400). The seeding helper ``add_scaleset`` picks like GARM does.
+* Scale set names are GitHub's to refuse (GARM passes its 400 on): unique per entity and runner
+  group, compared exactly, with the GitHub stand-in's message in the details.
+* Organization and repository ids are parsed as UUIDs (Go's rules): a malformed one is 400.
 * System templates cannot be changed or deleted (400); a template used by a scale set cannot be
   deleted (409).
 * Admin password strength (first-run): GARM wants zxcvbn-go score 4. The emulator has no zxcvbn;

@@ -102,7 +102,7 @@ def _entity_routes(kind: str, plural: str, create_struct: str) -> list[Route]:
         return 200, s.list_entities(kind, {k: v for k, v in q.items() if k in filters and v})
 
     def get(s: GarmState, p: tuple[str, ...], _q: dict[str, str], _b: dict[str, Any]):
-        return 200, s.entity_wire(s.entity(kind, p[0]))
+        return 200, s.entity_wire(s.entity(kind, p[0], f"error fetching {kind}: "))
 
     def create(s: GarmState, _p: tuple[str, ...], _q: dict[str, str], b: dict[str, Any]):
         return 200, s.create_entity(kind, b)
@@ -118,9 +118,7 @@ def _entity_routes(kind: str, plural: str, create_struct: str) -> list[Route]:
         return 200, s.create_scaleset(kind, p[0], b)
 
     def list_scalesets(s: GarmState, p: tuple[str, ...], _q: dict[str, str], _b: dict[str, Any]):
-        entity = s.entity(kind, p[0])
-        rows = sorted(s.scalesets.values(), key=lambda r: r.id)
-        return 200, [s.scaleset_wire(r) for r in rows if r.entity_id == entity.id]
+        return 200, [s.scaleset_wire(r) for r in s.entity_scalesets(kind, p[0])]
 
     one = rf"/{plural}/([^/]+)"
     return [

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
-from urllib.parse import parse_qsl, urlsplit
+from urllib.parse import parse_qsl, unquote, urlsplit
 
 from garm_entrypoint import joined_providers_json
 
@@ -113,7 +113,8 @@ class _Handler(BaseHTTPRequestHandler):
     def _serve(self, method: str) -> None:
         raw = self._read_body()
         parts = urlsplit(self.path)
-        path = parts.path.rstrip("/") or "/"
+        # Go's router matches the decoded path (``%7B`` is ``{``).
+        path = unquote(parts.path).rstrip("/") or "/"
         if path.startswith(API_PREFIX + "/"):
             path = path.removeprefix(API_PREFIX)
         query = dict(parse_qsl(parts.query, keep_blank_values=True))

@@ -31,7 +31,15 @@ ERROR_NAMES = {
     500: "Server error",
 }
 
-SYSTEM_TEMPLATE_ID = 1
+# GARM's system templates, in the order (and so with the ids) it seeds them at first start.
+# Bodies are short stand-ins; names, descriptions, OS and forge are as measured on GARM.
+SYSTEM_TEMPLATES = (
+    ("github_windows", "windows", "github", "Default Windows runner install template for GitHub"),
+    ("github_linux", "linux", "github", "Default Linux runner install template for GitHub"),
+    ("gitea_linux", "linux", "gitea", "Default Linux runner install template for Gitea"),
+    ("gitea_windows", "windows", "gitea", "Default Windows runner install template for Gitea"),
+)
+SYSTEM_TEMPLATE_ID = 2
 SYSTEM_TEMPLATE_NAME = "github_linux"
 SYSTEM_TEMPLATE_BODY = (
     b"#!/bin/bash\n"
@@ -39,6 +47,8 @@ SYSTEM_TEMPLATE_BODY = (
     b"set -e\n"
     b'echo "bootstrapping runner"\n'
 )
+# What GARM answers when a scale set names a template it cannot use.
+NO_SUITABLE_TEMPLATE = "failed to find suitable template: "
 DEFAULT_ENDPOINT = "github.com"
 DEFAULT_RUNNER_GROUP = "Default"
 # First-run checks measured on GARM: a plain address (no display name, quotes, brackets or
@@ -196,6 +206,39 @@ def _now_utc() -> datetime:
     return datetime.now(UTC)
 
 
+def _system_template_body(name: str, os_type: str) -> bytes:
+    if name == SYSTEM_TEMPLATE_NAME:
+        return SYSTEM_TEMPLATE_BODY
+    if os_type == "windows":
+        return f"#ps1_sysnative\n# GARM system template {name} (emulated)\n".encode()
+    return f"#!/bin/bash\n# GARM system template {name} (emulated)\n".encode()
+
+
+_HEX = frozenset("0123456789abcdefABCDEF")
+
+
+def go_uuid_error(text: str) -> str | None:
+    """Why Go's ``uuid.Parse`` (google/uuid) refuses ``text``, in its words; None if it parses.
+
+    It takes 36 characters with dashes, the same in any two wrapping characters (38, braces
+    not checked), with a ``urn:uuid:`` prefix (45), or 32 hex digits.
+    """
+    size = len(text.encode())
+    if size == 32:
+        return None if set(text) <= _HEX else "invalid UUID format"
+    if size == 45:
+        if text[:9].lower() != "urn:uuid:":
+            return f'invalid urn prefix: "{text[:9]}"'
+        text = text[9:]
+    elif size == 38:
+        text = text[1:]
+    elif size != 36:
+        return f"invalid UUID length: {size}"
+    dashes = all(text[i] == "-" for i in (8, 13, 18, 23))
+    digits = text[:8] + text[9:13] + text[14:18] + text[19:23] + text[24:36]
+    return None if dashes and set(digits) <= _HEX else "invalid UUID format"
+
+
 def _check_url(name: str, value: str) -> None:
     parts = urlsplit(value)
     if not value or parts.scheme not in ("http", "https") or not parts.netloc:
@@ -282,19 +325,25 @@ class GarmState:
         self.templates: dict[int, TemplateRow] = {}
         self.tag_ids: dict[str, str] = {}
         self.endpoint = Endpoint(created_at=self.now, updated_at=self.now)
-        self._ids = {"credential": 0, "scaleset": 0, "template": SYSTEM_TEMPLATE_ID}
+        self._ids = {"credential": 0, "scaleset": 0, "template": 0}
+        # GitHub's side of a scale set, as GARM's error texts name it: the Actions service
+        # tenant of each entity and the id of each runner group, numbered in order of first use.
+        self._tenant_ids: dict[str, int] = {}
+        self._runner_group_ids: dict[str, int] = {DEFAULT_RUNNER_GROUP.lower(): 1}
         self._runner_counters: dict[str, int] = {}
-        self.templates[SYSTEM_TEMPLATE_ID] = TemplateRow(
-            id=SYSTEM_TEMPLATE_ID,
-            name=SYSTEM_TEMPLATE_NAME,
-            description="Default GitHub Linux template",
-            os_type="linux",
-            forge_type="github",
-            data=SYSTEM_TEMPLATE_BODY,
-            owner_id="system",
-            created_at=self.now,
-            updated_at=self.now,
-        )
+        for name, os_type, forge_type, description in SYSTEM_TEMPLATES:
+            tpl_id = self.next_id("template")
+            self.templates[tpl_id] = TemplateRow(
+                id=tpl_id,
+                name=name,
+                description=description,
+                os_type=os_type,
+                forge_type=forge_type,
+                data=_system_template_body(name, os_type),
+                owner_id="system",
+                created_at=self.now,
+                updated_at=self.now,
+            )
 
     def next_id(self, table: str) -> int:
         self._ids[table] += 1
@@ -597,15 +646,35 @@ class GarmState:
             return to_wire("Repository", values)
         return to_wire("Organization", values)
 
-    def entity(self, kind: str, entity_id: str, failure: str = "") -> Entity:
+    def entity(self, kind: str, entity_id: str, failure: str) -> Entity:
+        """The organization or repository ``entity_id``; ``failure`` leads GARM's error text.
+
+        GARM parses the id as a UUID first: a malformed one is 400, an unknown one 404. Its
+        organization lookup hides the parse error behind "invalid request"; the repository
+        lookup passes on the UUID parser's own words.
+        """
+        short = "org" if kind == "organization" else "repo"
+        malformed = go_uuid_error(entity_id)
+        if malformed is not None:
+            reason = INVALID_REQUEST if kind == "organization" else malformed
+            raise ApiError(400, f"{failure}error fetching {short}: error parsing id: {reason}")
         entity = self.entities.get(entity_id)
         if entity is None or entity.kind != kind:
-            short = "org" if kind == "organization" else "repo"
-            # GARM's text for a delete; an update says "error updating org: error saving org: ".
-            raise ApiError(
-                404, f"{failure}error fetching {short}: error fetching {short}: not found"
-            )
+            raise ApiError(404, f"{failure}error fetching {short}: not found")
         return entity
+
+    def entity_scalesets(self, kind: str, entity_id: str) -> list[ScaleSetRow]:
+        """The scale sets of an entity, refused as GARM's listing refuses a bad id."""
+        failure = "error fetching scale sets: error fetching scale sets: "
+        if go_uuid_error(entity_id) is not None:
+            raise ApiError(400, f"{failure}error parsing id: {INVALID_REQUEST}")
+        entity = self.entities.get(entity_id)
+        if entity is None or entity.kind != kind:
+            raise ApiError(
+                404, f"{failure}error checking entity existence: error entity not found: not found"
+            )
+        rows = sorted(self.scalesets.values(), key=lambda r: r.id)
+        return [r for r in rows if r.entity_id == entity.id]
 
     def list_entities(self, kind: str, filters: dict[str, str]) -> list[dict[str, Any]]:
         # GARM's entity name columns use case-insensitive collation.
@@ -661,7 +730,8 @@ class GarmState:
         return self.entity_wire(entity)
 
     def delete_entity(self, kind: str, entity_id: str) -> None:
-        entity = self.entity(kind, entity_id)
+        short = "org" if kind == "organization" else "repo"
+        entity = self.entity(kind, entity_id, f"error fetching {short}: ")
         if any(s.entity_id == entity.id for s in self.scalesets.values()):
             name = "organization" if kind == "organization" else "repo"
             raise ApiError(400, f"{name} has scale sets defined; delete them first")
@@ -801,9 +871,99 @@ class GarmState:
     def scaleset_by_name(self, name: str) -> ScaleSetRow | None:
         return next((s for s in self.scalesets.values() if s.name == name), None)
 
-    def _check_template_ref(self, template_id: int) -> None:
-        if template_id and template_id not in self.templates:
-            raise ApiError(404, "template not found")
+    def default_template_id(self, os_type: str, forge_type: str = "github") -> int | None:
+        """The system template GARM picks for a scale set that names none, if any fits."""
+        return next(
+            (
+                t.id
+                for t in sorted(self.templates.values(), key=lambda t: t.id)
+                if t.owner_id == "system" and (t.os_type, t.forge_type) == (os_type, forge_type)
+            ),
+            None,
+        )
+
+    def _suitable_template(self, template_id: int | None, os_type: str) -> int:
+        """The template id a scale set gets; refused as GARM refuses it.
+
+        None (not sent) is GARM's choice: the system template of the scale set's OS and forge.
+        Any number sent, 0 included, is looked up as an id.
+        """
+        if template_id is None:
+            found = self.default_template_id(os_type)
+            if found is None:
+                raise ApiError(
+                    400,
+                    NO_SUITABLE_TEMPLATE
+                    + "no template ID supplied and no default template can be found",
+                )
+            return found
+        tpl = self.templates.get(template_id)
+        if tpl is None:
+            raise ApiError(
+                404,
+                NO_SUITABLE_TEMPLATE + "failed to get template: failed to get template: not found",
+            )
+        # Only GitHub entities exist here, so a scale set's forge is always "github".
+        for what, selected, wanted in (
+            ("OS", tpl.os_type, os_type),
+            ("forge", tpl.forge_type, "github"),
+        ):
+            if selected != wanted:
+                raise ApiError(
+                    400,
+                    f"{NO_SUITABLE_TEMPLATE}selected template {what} type ({selected}) and pool"
+                    f" {what} type ({wanted}) do not match",
+                )
+        return tpl.id
+
+    def _check_name_on_github(
+        self, row: ScaleSetRow | None, entity_id: str, body: dict[str, Any]
+    ) -> None:
+        """Refuse a scale set name GitHub already has in that runner group of that entity.
+
+        GARM does not check names itself: it passes GitHub's 400 on, after the template and
+        before its own database checks. The message is the GitHub stand-in's.
+        """
+        name = body.get("name") or (row.name if row else "")
+        group = body.get("github-runner-group" if row is None else "runner_group") or (
+            row.runner_group if row else DEFAULT_RUNNER_GROUP
+        )
+        taken = any(
+            other.entity_id == entity_id
+            and other.name == name
+            and other.runner_group.lower() == group.lower()
+            and other is not row
+            for other in self.scalesets.values()
+        )
+        if not taken:
+            return
+        group_id = self._runner_group_ids.setdefault(
+            group.lower(), len(self._runner_group_ids) + 1
+        )
+        tenant = self._tenant_ids.setdefault(entity_id, len(self._tenant_ids) + 1)
+        path = f"{self.endpoint.base_url}/actions-service/{tenant}/_apis/runtime/runnerscalesets"
+        github = json.dumps(
+            {
+                "message": f"a runner scale set named {name!r} already exists in runner group"
+                f" {group_id}",
+                "typeName": "BadRequestException",
+                "typeKey": "BadRequestException",
+                "errorCode": 0,
+            }
+        )
+        if row is None:
+            failure = "error creating runner scale set: failed to create runner scale set: "
+        else:
+            path += f"/{row.github_scale_set_id}"
+            failure = (
+                "error updating pool: error executing update callback: failed to update scaleset"
+                " in github: failed to make request: "
+            )
+        raise ApiError(
+            400,
+            f"{failure}bad request while calling {path}?api-version=6.0-preview:"
+            f" {json.dumps(github)}",
+        )
 
     @staticmethod
     def _validate_create(body: dict[str, Any]) -> None:
@@ -826,14 +986,16 @@ class GarmState:
                 raise ApiError(500, f"failed to validate create params: {details}")
 
     def create_scaleset(self, kind: str, entity_id: str, body: dict[str, Any]) -> dict[str, Any]:
-        entity = self.entity(kind, entity_id)
-        if body.get("os_type", "linux") not in ("linux", "windows"):
-            raise ApiError(400, "invalid os_type")
-        # GARM does not check that the provider is loaded (measured).
+        entity = self.entity(
+            kind, entity_id, "error getting entity: error failed to get entity from db: "
+        )
+        # GARM's order (measured): the template, then GitHub (a taken name), then its database
+        # layer. It does not check that the provider is loaded.
+        template_id = self._suitable_template(
+            body.get("template_id"), body.get("os_type", "linux")
+        )
+        self._check_name_on_github(None, entity.id, body)
         self._validate_create(body)
-        if self.scaleset_by_name(body["name"]) is not None:
-            raise ApiError(409, f"scale set {body['name']!r} already exists")
-        self._check_template_ref(body.get("template_id", 0))
         row = self.insert_scaleset(
             name=body["name"],
             entity_id=entity.id,
@@ -850,7 +1012,7 @@ class GarmState:
             extra_specs=body.get("extra_specs"),
             runner_group=body.get("github-runner-group") or DEFAULT_RUNNER_GROUP,
             labels=list(body.get("labels", [])),
-            template_id=body.get("template_id", 0),
+            template_id=template_id,
             disable_update=body.get("disable_update", False),
             enable_shell=body.get("enable_shell", False),
         )
@@ -876,11 +1038,14 @@ class GarmState:
         ("disable_update", "disable_update"),
         ("enable_shell", "enable_shell"),
         ("runner_group", "runner_group"),
-        ("template_id", "template_id"),
         ("extra_specs", "extra_specs"),
     )
     # Plain (non-pointer) strings: GARM only applies them when non-empty.
     _VALUE_FIELDS = ("name", "image", "flavor", "os_type", "os_arch", "runner_prefix")
+    # What a runner is built from: a change to any of these starts a new scale set generation
+    # (measured; extra_specs compare as the JSON text sent, so a reordered object counts).
+    # Sizes, names, groups, the prefix, the template and the enabled flag do not.
+    _GENERATION_FIELDS = ("image", "flavor", "os_type", "os_arch", "extra_specs", "enable_shell")
 
     def update_scaleset(self, scaleset_id: int, body: dict[str, Any]) -> dict[str, Any]:
         row = self.scaleset(scaleset_id)
@@ -889,9 +1054,16 @@ class GarmState:
             raise ApiError(400, "runner_bootstrap_timeout cannot be 0")
         if body.get("min_idle_runners", row.min_idle_runners) > max_runners:
             raise ApiError(400, "min_idle_runners cannot be larger than max_runners")
-        if body.get("name") and body["name"] != row.name and self.scaleset_by_name(body["name"]):
-            raise ApiError(409, f"scale set {body['name']!r} already exists")
-        self._check_template_ref(body.get("template_id", 0))
+        template_id = row.template_id
+        if "template_id" in body:
+            # Checked against the OS this update leaves; an OS change alone is not checked.
+            template_id = self._suitable_template(
+                body["template_id"], body.get("os_type") or row.os_type
+            )
+        if body.get("name") or body.get("runner_group"):
+            self._check_name_on_github(row, row.entity_id, body)
+        row.template_id = template_id
+        before = [getattr(row, key) for key in self._GENERATION_FIELDS]
         for key, attr in self._POINTER_FIELDS:
             # An empty runner group leaves the group as it is (measured on GARM).
             if key in body and not (key == "runner_group" and not body[key]):
@@ -899,7 +1071,8 @@ class GarmState:
         for key in self._VALUE_FIELDS:
             if body.get(key):
                 setattr(row, key, body[key])
-        row.generation += 1
+        if [getattr(row, key) for key in self._GENERATION_FIELDS] != before:
+            row.generation += 1
         row.updated_at = self.now
         return self.scaleset_wire(row)
 

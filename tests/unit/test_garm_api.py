@@ -38,6 +38,13 @@ from tests.rsa_keys import pkcs1_pem
 ADMIN = "admin"
 PRIVATE_KEY = pkcs1_pem()  # real GARM refuses an App key that does not parse
 PROVIDER = "garm-configurator-0"
+# GARM's system templates as it lists them (measured on v0.2.1-afda4e76).
+GARM_SYSTEM_TEMPLATES = [
+    (1, "github_windows"),
+    (2, "github_linux"),
+    (3, "gitea_linux"),
+    (4, "gitea_windows"),
+]
 
 
 def _dead_port() -> int:
@@ -327,14 +334,14 @@ def test_scalesets_lifecycle(ready_emulator: GarmEmulator, client: GarmClient) -
     assert on_repo.extra_specs == {"k": "v"}
     assert [s.name for s in client.list_scalesets()] == ["org-set-1a2b3c4d", "repo-set-1a2b3c4d"]
 
+    # An explicit 0 is sent, not dropped; GARM looks template 0 up like any id and refuses it.
+    with pytest.raises(GarmNotFoundError):
+        client.update_scaleset(on_org.id, UpdateScaleSetParams(template_id=0))
+    assert ready_emulator.writes()[-1].body == {"template_id": 0}
     changed = client.update_scaleset(
-        on_org.id, UpdateScaleSetParams(enabled=False, min_idle_runners=0, template_id=0)
+        on_org.id, UpdateScaleSetParams(enabled=False, min_idle_runners=0)
     )
-    assert ready_emulator.writes()[-1].body == {
-        "enabled": False,
-        "min_idle_runners": 0,
-        "template_id": 0,
-    }
+    assert ready_emulator.writes()[-1].body == {"enabled": False, "min_idle_runners": 0}
     assert changed.enabled is None
     assert changed.min_idle_runners is None
     client.delete_scaleset(on_org.id)
@@ -398,8 +405,9 @@ def test_instance_job_is_read(ready_emulator: GarmEmulator, client: GarmClient) 
 
 def test_templates_lifecycle(ready_emulator: GarmEmulator, client: GarmClient) -> None:
     listed = client.list_templates()
-    assert [(t.id, t.name) for t in listed] == [(SYSTEM_TEMPLATE_ID, SYSTEM_TEMPLATE_NAME)]
-    assert not listed[0].data  # list answers leave the body out
+    assert [(t.id, t.name) for t in listed] == GARM_SYSTEM_TEMPLATES
+    assert (SYSTEM_TEMPLATE_ID, SYSTEM_TEMPLATE_NAME) in GARM_SYSTEM_TEMPLATES
+    assert not any(t.data for t in listed)  # list answers leave the body out
     system = client.get_template(SYSTEM_TEMPLATE_ID)
     assert base64.b64decode(system.data or "") == SYSTEM_TEMPLATE_BODY
 
@@ -414,7 +422,7 @@ def test_templates_lifecycle(ready_emulator: GarmEmulator, client: GarmClient) -
     assert ready_emulator.template_body("mine") == b"#!/bin/sh\necho hi\n"
     assert client.get_template(created.id).id == created.id
     client.delete_template(created.id)
-    assert [t.name for t in client.list_templates()] == [SYSTEM_TEMPLATE_NAME]
+    assert [(t.id, t.name) for t in client.list_templates()] == GARM_SYSTEM_TEMPLATES
 
 
 # --- error classes -----------------------------------------------------------------------------

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import base64
 import json
+import uuid
 from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
 from typing import Any
@@ -281,8 +282,13 @@ def test_created_scaleset_is_returned_in_garm_shape(api: httpx.Client, org: dict
     assert created["github-runner-group"] == "Default"
     assert created["runner_bootstrap_timeout"] == 20
     # Nothing sent, nothing returned: omitempty drops them.
-    for key in ("extra_specs", "template_id", "instances"):
+    for key in ("extra_specs", "instances"):
         assert key not in created
+    # No template sent: GARM stores its system template for the OS and forge.
+    assert (created["template_id"], created["template_name"]) == (
+        SYSTEM_TEMPLATE_ID,
+        "github_linux",
+    )
     assert api.get("/scalesets").json() == [created]
 
 
@@ -308,12 +314,14 @@ def test_scaleset_update_uses_pointer_semantics(
         json={"name": "t", "description": "", "os_type": "linux", "data": b64(b"#!/bin/sh\n")},
     ).json()
     url = f"/scalesets/{created['id']}"
-    answer = api.put(url, json={"enabled": False, "min_idle_runners": 0, "template_id": 1})
+    answer = api.put(
+        url, json={"enabled": False, "min_idle_runners": 0, "template_id": template["id"]}
+    )
     assert answer.status_code == 200
     updated = answer.json()
     assert "enabled" not in updated
     assert "min_idle_runners" not in updated
-    assert updated["template_id"] == 1
+    assert (updated["template_id"], updated["template_name"]) == (template["id"], "t")
     assert updated["image"] == "noble"  # absent keys change nothing
     assert updated["max_runners"] == 3
     assert updated["extra_specs"] == {"disable_updates": True}
@@ -321,16 +329,18 @@ def test_scaleset_update_uses_pointer_semantics(
     assert updated["updated_at"] != created["updated_at"]
 
     cleared = api.put(
-        url,
-        json={"extra_specs": {}, "template_id": 0, "runner_group": "grp", "max_runners": 5},
+        url, json={"extra_specs": {}, "runner_group": "grp", "max_runners": 5}
     ).json()
     assert cleared.get("extra_specs") == {}  # GARM keeps and echoes the empty object
-    assert "template_id" not in cleared  # 0 reverts to GARM's default
+    assert cleared["template_id"] == template["id"]  # absent: unchanged
     assert cleared["github-runner-group"] == "grp"
     assert cleared["max_runners"] == 5
+    # 0 is looked up as an id like any other: refused, and the template stays.
+    assert_error(api.put(url, json={"template_id": 0}), 404, "Not Found")
+    assert api.get(url).json()["template_id"] == template["id"]
     assert (
-        api.put(url, json={"template_id": template["id"]}).json()["template_id"]
-        == (template["id"])
+        api.put(url, json={"template_id": SYSTEM_TEMPLATE_ID}).json()["template_id"]
+        == SYSTEM_TEMPLATE_ID
     )
     assert ready_emulator.scaleset_by_name(created["name"]) == api.get(url).json()
 
@@ -379,12 +389,23 @@ def test_scaleset_create_refusals(api: httpx.Client, org: dict[str, Any]):
     # GARM's database refuses these after the scale set was made on GitHub: 500, no details.
     assert_error(api.post(url, json=scaleset_body(max_runners=0)), 500, "Server error", "")
     assert_error(api.post(url, json=scaleset_body(min_idle_runners=4)), 500, "Server error", "")
+    # GARM parses the organization id as a UUID: malformed is 400, unknown 404.
     assert_error(
-        api.post("/organizations/no-such-org/scalesets", json=scaleset_body()), 404, "Not Found"
+        api.post("/organizations/no-such-org/scalesets", json=scaleset_body()),
+        400,
+        "Bad Request",
+        "error getting entity: error failed to get entity from db: error fetching org: "
+        "error parsing id: invalid request",
+    )
+    assert_error(
+        api.post(f"/organizations/{uuid.UUID(int=9)}/scalesets", json=scaleset_body()),
+        404,
+        "Not Found",
     )
     assert_error(api.post(url, json=scaleset_body(template_id=77)), 404, "Not Found")
     assert api.post(url, json=scaleset_body()).status_code == 200
-    assert_error(api.post(url, json=scaleset_body()), 409, "Conflict")
+    # A taken name is GitHub's refusal, which GARM passes on as 400.
+    assert_error(api.post(url, json=scaleset_body()), 400, "Bad Request")
 
 
 def test_scaleset_delete_refusals(
@@ -437,7 +458,13 @@ def test_references_block_deletes(api: httpx.Client, org: dict[str, Any]):
         "Not Found",
         "error fetching org: error fetching org: not found",
     )
-    assert_error(api.delete("/repositories/nope"), 404, "Not Found")
+    assert_error(
+        api.delete("/repositories/nope"),
+        400,
+        "Bad Request",
+        "error fetching repo: error fetching repo: error parsing id: invalid UUID length: 4",
+    )
+    assert_error(api.delete(f"/repositories/{uuid.UUID(int=9)}"), 404, "Not Found")
     assert api.delete("/templates/99").status_code == 200
 
 
@@ -528,10 +555,16 @@ def test_credentials_never_return_keys(ready_emulator: GarmEmulator, api: httpx.
 
 def test_system_template_list_omits_bodies(api: httpx.Client):
     listed = api.get("/templates").json()
-    assert [(t["id"], t["name"], t["owner_id"]) for t in listed] == [
-        (SYSTEM_TEMPLATE_ID, "github_linux", "system")
+    # GARM's four system templates, in its ids (measured).
+    assert [
+        (t["id"], t["name"], t["os_type"], t["forge_type"], t["owner_id"]) for t in listed
+    ] == [
+        (1, "github_windows", "windows", "github", "system"),
+        (SYSTEM_TEMPLATE_ID, "github_linux", "linux", "github", "system"),
+        (3, "gitea_linux", "linux", "gitea", "system"),
+        (4, "gitea_windows", "windows", "gitea", "system"),
     ]
-    assert listed[0]["data"] is None
+    assert all(t["data"] is None for t in listed)
     full = api.get(f"/templates/{SYSTEM_TEMPLATE_ID}").json()
     body = base64.b64decode(full["data"])
     assert body == SYSTEM_TEMPLATE_BODY
@@ -876,7 +909,12 @@ def test_empty_lists_are_null_only_for_credentials(emulator: GarmEmulator):
         create_credential(admin)
         org = create_org(admin)
         assert admin.get(f"/organizations/{org['id']}/scalesets").text == "[]"
-        assert api_list_names(admin.get("/templates")) == ["github_linux"]
+        assert api_list_names(admin.get("/templates")) == [
+            "github_windows",
+            "github_linux",
+            "gitea_linux",
+            "gitea_windows",
+        ]
 
 
 def api_list_names(answer: httpx.Response) -> list[str]:
