@@ -28,7 +28,6 @@ from garm_api import (
     UpdateCredentialParams,
     UpdateScaleSetParams,
 )
-from tests.conformance.backends import EMULATOR
 from tests.conformance.conftest import ADMIN_PASSWORD, ADMIN_USERNAME, PROVIDER_NAME, Garm
 from tests.github_standin import GitHubStandin
 from tests.rsa_keys import pkcs1_pem
@@ -430,16 +429,8 @@ NO_SUITABLE_TEMPLATE = (
 
 
 def test_scaleset_without_a_template_gets_garms_system_template(
-    client: GarmClient, ready_garm: Garm, backend: str, request: pytest.FixtureRequest
+    client: GarmClient, ready_garm: Garm
 ):
-    if backend == EMULATOR:
-        request.applymarker(
-            pytest.mark.xfail(
-                strict=True,
-                reason="emulator stores no template and accepts template_id 0; its fix waits on"
-                " the scale set reconciler's template_id 0 defect (reported to the lead)",
-            )
-        )
     client.create_credential(app_credential("app-1"))
     org = client.create_organization("acme", "app-1", WEBHOOK_SECRET)
     assert org.id
