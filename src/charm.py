@@ -38,12 +38,8 @@ from garm_api import (
 from garm_template import CharmedTemplateError, apply_charmed_template
 from github_reconciler import CredentialReconciler
 from notices import Notice, Severity, blocked, summarise
-from scaleset_reconciler import (
-    ScalesetReconciler,
-    StatusRow,
-    format_scaleset_table,
-    scaleset_status_rows,
-)
+from scaleset_reconciler import ScalesetReconciler
+from scaleset_status import format_scaleset_table, read_status_rows
 from status import progress_notices
 from telemetry import traced
 
@@ -193,7 +189,7 @@ class GarmCharm(ops.CharmBase):
         try:
             with GarmClient(self.garm_api_url) as client:
                 client.login(admin.username, admin.password)
-                rows = _scaleset_rows(client, state)
+                rows = read_status_rows(client, state.scalesets)
         except GarmApiError as exc:
             event.fail(f"Cannot read scale sets from GARM ({type(exc).__name__}).")
             return
@@ -451,17 +447,6 @@ class GarmCharm(ops.CharmBase):
     def _fail_sync(self, exc: GarmApiError) -> None:
         logger.warning("Reconcile failed (%s): %s; will retry", type(exc).__name__, exc)
         self._status = ops.WaitingStatus(SYNC_FAILED)
-
-
-def _scaleset_rows(client: GarmClient, state: CharmState) -> list[StatusRow]:
-    """Read what the ``scaleset-status`` table needs from GARM; reads only, never writes."""
-    client.list_providers()  # fails early, with a clear class, when GARM is not usable
-    scalesets = client.list_scalesets()
-    counts: dict[str, int | None] = {}
-    for scaleset in scalesets:
-        if scaleset.name and scaleset.id is not None:
-            counts[scaleset.name] = len(client.list_scaleset_instances(scaleset.id))
-    return scaleset_status_rows(state.scalesets, scalesets, counts)
 
 
 if __name__ == "__main__":  # pragma: nocover

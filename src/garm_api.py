@@ -11,6 +11,7 @@ Errors map to :class:`GarmApiError` and its subclasses; they carry GARM's ``erro
 
 from __future__ import annotations
 
+import base64
 import time
 from collections.abc import Callable
 from datetime import datetime
@@ -47,6 +48,21 @@ _PATH_WORDS = frozenset(
 HTTP_TIMEOUT = 30.0
 READY_TIMEOUT = 30.0
 READY_INTERVAL = 1.0
+
+
+def to_base64(data: bytes | str) -> str:
+    """Encode bytes (or text as UTF-8) the way GARM carries template bodies, keys and scripts.
+
+    Text that UTF-8 cannot encode (a lone surrogate from relation data) is replaced, never
+    raised on.
+    """
+    raw = data.encode("utf-8", "replace") if isinstance(data, str) else data
+    return base64.b64encode(raw).decode("ascii")
+
+
+def from_base64(text: str) -> bytes:
+    """Decode a base64 field from GARM; raises ``ValueError`` when it is not valid base64."""
+    return base64.b64decode(text, validate=True)
 
 
 class GarmApiError(Exception):

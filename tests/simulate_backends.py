@@ -49,6 +49,7 @@ from unittest import mock
 from ops import testing
 
 import scaleset_reconciler
+import scaleset_runners
 from tests.charm_driver import CharmDriver, base_state
 from tests.garm_emulator import GarmEmulator
 from tests.github_standin import GitHubStandin
@@ -67,7 +68,7 @@ STATE_TIMEOUT = 120.0
 # did not (it never does for a disabled scale set, see the module docstring).
 JOB_END_TIMEOUT = 20.0
 # How far the charm's clock moves so that a finished job no longer protects its runner.
-CHARM_CLOCK_SHIFT = scaleset_reconciler.MAX_JOB_RUNTIME + timedelta(hours=1)
+CHARM_CLOCK_SHIFT = scaleset_runners.MAX_JOB_RUNTIME + timedelta(hours=1)
 POLL_INTERVAL = 0.5
 INGRESS_RELATION = "ingress"
 # Relation ids the story's configurators (1, 2, ...) never take.

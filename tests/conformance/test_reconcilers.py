@@ -26,12 +26,9 @@ from garm_api import (
     UpdateScaleSetParams,
 )
 from github_reconciler import CredentialReconciler
-from scaleset_reconciler import (
-    Handover,
-    ScalesetProgress,
-    ScalesetReconciler,
-    target_scaleset_name,
-)
+from scaleset_names import target_scaleset_name
+from scaleset_reconciler import ScalesetReconciler
+from scaleset_retirement import Handover, ScalesetProgress
 from tests.conformance.conftest import PROVIDER_NAME, Garm
 from tests.github_standin import GitHubStandin
 from tests.rsa_keys import pkcs1_pem

@@ -26,20 +26,17 @@ from garm_api import (
 )
 from runner_options import RunnerConfig
 from runner_template import build_template_data
-from scaleset_reconciler import (
-    DRAIN_DEADLINE,
+from scaleset_names import (
     LABEL_HASH_LENGTH,
-    MAX_JOB_RUNTIME,
     MAX_SCALESET_NAME_LENGTH,
-    Handover,
-    ScalesetProgress,
-    ScalesetReconciler,
     dedupe_specs,
     family_pattern,
-    format_scaleset_table,
-    scaleset_status_rows,
     target_scaleset_name,
 )
+from scaleset_reconciler import ScalesetReconciler
+from scaleset_retirement import DRAIN_DEADLINE, Handover, ScalesetProgress
+from scaleset_runners import MAX_JOB_RUNTIME
+from scaleset_status import format_scaleset_table, scaleset_status_rows
 from status import progress_message
 from tests.garm_emulator import SYSTEM_TEMPLATE_BODY, SYSTEM_TEMPLATE_ID, GarmEmulator
 from tests.garm_emulator.state import ScaleSetRow

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from scaleset_reconciler import Handover, ScalesetProgress
+from scaleset_retirement import Handover, ScalesetProgress
 from status import progress_message
 
 

@@ -1,0 +1,97 @@
+"""The names of a logical scale set's generations in GARM, and the first-wins rule for specs.
+
+Owns how a live name is made from a logical name and its labels (a label hash, the whole at
+most 64 characters), how the generations of one logical scale set are recognised, and
+``dedupe_specs``. Pure: must not import ops or the GARM client.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import logging
+import re
+from collections.abc import Iterable, Sequence
+
+from desired_state import ScalesetSpec
+
+logger = logging.getLogger(__name__)
+
+LABEL_HASH_LENGTH = 8
+MAX_SCALESET_NAME_LENGTH = 64
+
+# Room left for the operator's part of the name: the hash and its dash are never truncated.
+_NAME_BASE_LIMIT = MAX_SCALESET_NAME_LENGTH - LABEL_HASH_LENGTH - 1
+# A truncated base keeps this many characters of the logical name, then "-" and a name hash.
+_TRUNCATED_PREFIX_LENGTH = _NAME_BASE_LIMIT - LABEL_HASH_LENGTH - 1
+
+
+def target_scaleset_name(logical: str, labels: Sequence[str]) -> str:
+    """Return the live GARM name of the generation that carries these labels.
+
+    Args:
+        logical: the operator-facing scale set name.
+        labels: the runner labels; order is irrelevant, duplicates count.
+
+    Returns:
+        ``<base>-<first 8 hex of sha256 of the sorted, comma-joined labels>``, at most 64
+        characters.
+    """
+    digest = _sha256_hex(",".join(sorted(labels)))[:LABEL_HASH_LENGTH]
+    return f"{_name_base(logical)}-{digest}"
+
+
+def family_pattern(logical: str) -> re.Pattern[str]:
+    """Return the pattern matching every live generation name of a logical scale set.
+
+    Only hash-suffixed names match; the bare logical name (a pre-hash scale set) does not.
+    """
+    return re.compile(rf"^{re.escape(_name_base(logical))}-[0-9a-f]{{{LABEL_HASH_LENGTH}}}$")
+
+
+def dedupe_specs(specs: Iterable[ScalesetSpec], warn: bool = True) -> list[ScalesetSpec]:
+    """Keep the first spec of each logical name, in order.
+
+    Args:
+        specs: the desired specs.
+        warn: log a warning for a later duplicate that differs from the kept spec.
+
+    Returns:
+        The specs with later duplicates dropped.
+    """
+    kept: dict[str, ScalesetSpec] = {}
+    for spec in specs:
+        first = kept.setdefault(spec.name, spec)
+        if warn and first is not spec and first != spec:
+            logger.warning(
+                "Scaleset %r is described more than once with different settings; a logical "
+                "name must identify exactly one scaleset, keeping the first",
+                spec.name,
+            )
+    return list(kept.values())
+
+
+def family_names(logical: str, target: str, names: Iterable[str]) -> list[str]:
+    """Return the target name and every live name of the logical scale set's generations."""
+    pattern = family_pattern(logical)
+    return sorted({name for name in names if pattern.match(name)} | {target})
+
+
+def logical_of(live_name: str) -> str:
+    """Return the operator-facing part of a live name: without its label hash when it has one."""
+    base, dash, digest = live_name.rpartition("-")
+    if dash and len(digest) == LABEL_HASH_LENGTH and all(c in "0123456789abcdef" for c in digest):
+        return base
+    return live_name
+
+
+def _sha256_hex(text: str) -> str:
+    return hashlib.sha256(text.encode("utf-8")).hexdigest()
+
+
+def _name_base(logical: str) -> str:
+    """Return the part of a live name before the label hash (at most 55 characters)."""
+    if len(logical) <= _NAME_BASE_LIMIT:
+        return logical
+    # Hashing the whole name keeps long names that share a prefix apart.
+    digest = _sha256_hex(logical)[:LABEL_HASH_LENGTH]
+    return f"{logical[:_TRUNCATED_PREFIX_LENGTH]}-{digest}"

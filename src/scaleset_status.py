@@ -1,0 +1,132 @@
+"""The ``scaleset-status`` action's table: every live generation with its phase and runners.
+
+Owns the read of what the table needs from GARM (reads only, never writes), the rows and their
+rendering. Knows GARM through the client; must not import ops (the action handler in
+``charm.py`` turns the table into action results).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+
+from desired_state import ScalesetSpec
+from garm_api import GarmClient, ScaleSet
+from scaleset_names import dedupe_specs, family_names, target_scaleset_name
+from scaleset_retirement import draining_phase
+
+
+def read_status_rows(client: GarmClient, desired: Sequence[ScalesetSpec]) -> list[StatusRow]:
+    """Read what the ``scaleset-status`` table needs from GARM; reads only, never writes.
+
+    Args:
+        client: an authenticated GARM client.
+        desired: the desired specs.
+
+    Returns:
+        The rows, as :func:`scaleset_status_rows` orders them.
+    """
+    client.list_providers()  # fails early, with a clear class, when GARM is not usable
+    scalesets = client.list_scalesets()
+    counts: dict[str, int | None] = {}
+    for scaleset in scalesets:
+        if scaleset.name and scaleset.id is not None:
+            counts[scaleset.name] = len(client.list_scaleset_instances(scaleset.id))
+    return scaleset_status_rows(desired, scalesets, counts)
+
+
+STATUS_TABLE_COLUMNS = ("LOGICAL", "SCALESET", "ENABLED", "PHASE", "RUNNERS", "PROVIDER")
+ORPHAN_LOGICAL = "-"
+
+
+@dataclass(frozen=True)
+class StatusRow:
+    """One live generation as the ``scaleset-status`` action shows it."""
+
+    logical: str
+    scaleset: str
+    enabled: bool
+    phase: str
+    runners: int | None
+    provider: str
+
+    def cells(self) -> tuple[str, ...]:
+        """Return the row's table cells, in column order."""
+        return (
+            self.logical,
+            self.scaleset,
+            "true" if self.enabled else "false",
+            self.phase,
+            "?" if self.runners is None else str(self.runners),
+            self.provider or "-",
+        )
+
+
+def _row_phase(
+    scaleset: ScaleSet, target: str, observed: Mapping[str, ScaleSet], runners: int | None
+) -> str:
+    enabled = scaleset.enabled is True
+    if scaleset.name == target:
+        return "active" if enabled else "re-enabling"
+    target_live = target in observed and observed[target].enabled is True
+    if not target_live:
+        return "creating replacement"
+    if enabled:
+        return "retiring predecessor"
+    return draining_phase(runners)
+
+
+def scaleset_status_rows(
+    desired: Sequence[ScalesetSpec],
+    scalesets: Sequence[ScaleSet],
+    runner_counts: Mapping[str, int | None],
+) -> list[StatusRow]:
+    """Compute the rows of the ``scaleset-status`` table; makes no GARM call.
+
+    Args:
+        desired: the desired specs (the first of each logical name wins).
+        scalesets: GARM's scale set listing.
+        runner_counts: runners listed per live name; a missing or None count shows as unknown.
+
+    Returns:
+        One row per named live scale set: claimed generations sorted by logical then live name,
+        then orphans sorted by live name.
+    """
+    observed = {s.name: s for s in scalesets if s.name}
+    owner: dict[str, tuple[str, str]] = {}
+    for spec in dedupe_specs(desired, warn=False):
+        target = target_scaleset_name(spec.name, spec.labels)
+        for name in family_names(spec.name, target, observed):
+            owner.setdefault(name, (spec.name, target))
+    claimed: list[StatusRow] = []
+    orphans: list[StatusRow] = []
+    for name in sorted(observed):
+        scaleset = observed[name]
+        runners = runner_counts.get(name)
+        enabled = scaleset.enabled is True
+        provider = scaleset.provider_name or ""
+        if name not in owner:
+            orphans.append(StatusRow(ORPHAN_LOGICAL, name, enabled, "orphaned", runners, provider))
+            continue
+        logical, target = owner[name]
+        phase = _row_phase(scaleset, target, observed, runners)
+        claimed.append(StatusRow(logical, name, enabled, phase, runners, provider))
+    claimed.sort(key=lambda row: (row.logical, row.scaleset))
+    return claimed + orphans
+
+
+def format_scaleset_table(rows: Sequence[StatusRow]) -> str:
+    """Render rows as a fixed-width text table with a header line.
+
+    Args:
+        rows: the rows to show.
+
+    Returns:
+        The table, one line per row, columns separated by at least two spaces.
+    """
+    lines = [STATUS_TABLE_COLUMNS, *(row.cells() for row in rows)]
+    widths = [max(len(line[i]) for line in lines) for i in range(len(STATUS_TABLE_COLUMNS))]
+    return "\n".join(
+        "  ".join(cell.ljust(width) for cell, width in zip(line, widths, strict=True)).rstrip()
+        for line in lines
+    )

@@ -1,0 +1,92 @@
+"""The orphan sweep: a scale set no spec claims is disabled, emptied of idle runners, deleted.
+
+Owns the removal of one unclaimed scale set and the notices it leaves while it drains. The
+caller decides what is unclaimed and whether sweeping is allowed this pass. Knows GARM through
+the client; must not import ops.
+"""
+
+from __future__ import annotations
+
+import logging
+
+from garm_api import GarmApiError, GarmClient, GarmConnectionError, ScaleSet, UpdateScaleSetParams
+from notices import Notice, Severity
+from scaleset_names import logical_of
+from scaleset_retirement import draining_phase
+from scaleset_runners import RunnerRemover
+
+logger = logging.getLogger(__name__)
+
+
+class OrphanSweep:
+    """Removes unclaimed scale sets, one step per pass, never a runner that may hold a job."""
+
+    def __init__(
+        self,
+        client: GarmClient,
+        runners: RunnerRemover,
+        notices: list[Notice],
+        deleted_ids: set[int],
+    ) -> None:
+        """Create the sweep of one pass.
+
+        Args:
+            client: an authenticated GARM client.
+            runners: removes the idle runners of a disabled scale set.
+            notices: the pass's notices, added to while a scale set drains.
+            deleted_ids: the pass's record of deleted scale sets, added to here.
+        """
+        self._client = client
+        self._runners = runners
+        self._notices = notices
+        self._deleted_ids = deleted_ids
+
+    def delete_orphaned(self, scaleset: ScaleSet) -> bool:
+        """Take one step towards deleting ``scaleset``; True once it is deleted."""
+        logger.info(
+            "Scaleset %r (id=%s) is not claimed by any spec; removing it",
+            scaleset.name,
+            scaleset.id,
+        )
+        if scaleset.id is None:
+            logger.warning("Cannot remove scaleset %r: GARM lists it without an id", scaleset.name)
+            return False
+        name = scaleset.name or ""
+        subject = logical_of(name)
+        if not self._disable(scaleset.id, name):
+            self._notices.append(Notice(Severity.WAITING, subject, "removal deferred"))
+            return False
+        remaining = self._runners.remove(scaleset.id, name)
+        if remaining:
+            phase = draining_phase(remaining if remaining > 0 else None)
+            text = f"{phase} (no longer configured)"
+            self._notices.append(Notice(Severity.PROGRESS, subject, text))
+            return False
+        try:
+            self._client.delete_scaleset(scaleset.id)
+        except GarmConnectionError:
+            raise
+        except GarmApiError as exc:
+            logger.warning("Failed to delete scaleset %r; will retry: %s", name, exc)
+            self._notices.append(Notice(Severity.PROGRESS, subject, "awaiting deletion"))
+            return False
+        logger.info("Deleted scaleset %r (id=%s)", name, scaleset.id)
+        self._deleted_ids.add(scaleset.id)
+        return True
+
+    def _disable(self, scaleset_id: int, name: str) -> bool:
+        try:
+            self._client.update_scaleset(
+                scaleset_id, UpdateScaleSetParams(enabled=False, min_idle_runners=0)
+            )
+        except GarmConnectionError:
+            raise
+        except GarmApiError as exc:
+            logger.warning(
+                "Failed to disable scaleset %r; deleting it is deferred because GARM refuses to "
+                "delete an enabled scaleset: %s",
+                name,
+                exc,
+            )
+            return False
+        return True
