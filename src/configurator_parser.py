@@ -107,7 +107,7 @@ class _ConfiguratorParser:
                 unit.unit_name,
                 ", ".join(failed),
             )
-            self._problem(contribution, unit, "invalid keys: " + ", ".join(failed))
+            _problem(contribution, unit, "invalid keys: " + ", ".join(failed))
             return
         self._add_provider(contribution, unit)
         ids = self._github_ids(contribution, unit)
@@ -115,10 +115,6 @@ class _ConfiguratorParser:
             self._add_credential(contribution, unit, ids)
             self._add_entity(contribution, unit, ids)
         self._add_scaleset(contribution, unit)
-
-    @staticmethod
-    def _problem(contribution: Contribution, unit: UnitData, reason: str) -> None:
-        contribution.problems.append(InputProblem(source=unit.unit_name, reason=reason))
 
     def _secret(self, uri: str) -> str | None:
         if uri not in self._secret_cache:
@@ -135,7 +131,7 @@ class _ConfiguratorParser:
                 "not registering a provider for %r: the unit name is not a safe provider name",
                 unit.unit_name,
             )
-            self._problem(c, unit, "unit name is not a valid provider name")
+            _problem(c, unit, "unit name is not a valid provider name")
             return
         # Legacy configurators publish the password in plaintext; it wins when present.
         password = data.get("openstack_password") or ""
@@ -160,7 +156,7 @@ class _ConfiguratorParser:
                 unit.unit_name,
                 ", ".join(missing),
             )
-            self._problem(c, unit, "provider fields missing: " + ", ".join(missing))
+            _problem(c, unit, "provider fields missing: " + ", ".join(missing))
             return
         c.providers.append(provider)
 
@@ -175,7 +171,7 @@ class _ConfiguratorParser:
                 unit.unit_name,
                 ", ".join(missing),
             )
-            self._problem(c, unit, "GitHub App fields incomplete: missing " + ", ".join(missing))
+            _problem(c, unit, "GitHub App fields incomplete: missing " + ", ".join(missing))
             return None
         if missing:
             return None
@@ -188,7 +184,7 @@ class _ConfiguratorParser:
                 app_raw,
                 installation_raw,
             )
-            self._problem(c, unit, "github_app_id or github_installation_id is not an integer")
+            _problem(c, unit, "github_app_id or github_installation_id is not an integer")
             return None
         return int(app_raw), int(installation_raw)
 
@@ -205,7 +201,7 @@ class _ConfiguratorParser:
                 unit.unit_name,
                 uri,
             )
-            self._problem(c, unit, "GitHub private key secret is unreadable")
+            _problem(c, unit, "GitHub private key secret is unreadable")
             return
         if not private_key.strip():
             logger.warning(
@@ -214,7 +210,7 @@ class _ConfiguratorParser:
                 unit.unit_name,
                 ids[0],
             )
-            self._problem(c, unit, "GitHub private key is empty")
+            _problem(c, unit, "GitHub private key is empty")
             return
         key_problem = pkcs1_key_problem(private_key)
         if key_problem:
@@ -224,7 +220,7 @@ class _ConfiguratorParser:
                 unit.unit_name,
                 key_problem,
             )
-            self._problem(c, unit, key_problem)
+            _problem(c, unit, key_problem)
             return
         c.credentials[ids] = CredentialSpec(
             name=name,
@@ -255,7 +251,7 @@ class _ConfiguratorParser:
             )
 
     def _add_scaleset(self, c: Contribution, unit: UnitData) -> None:
-        spec = self._scaleset_spec(c, unit)
+        spec = _scaleset_spec(c, unit)
         if spec is None:
             return
         from_provider_unit = bool(text(unit.data, "openstack_auth_url"))
@@ -265,90 +261,97 @@ class _ConfiguratorParser:
         if current is None or (from_provider_unit and not current.from_provider_unit):
             c.scalesets[spec.name] = Candidate(spec, from_provider_unit)
 
-    def _scaleset_spec(self, c: Contribution, unit: UnitData) -> ScalesetSpec | None:
-        data = unit.data
-        name = text(data, "name")
-        if not name:
-            return None
-        target = entity_target(data)
-        if target is None:
-            logger.warning(
-                "skipping scale set %s from %s: neither org nor repo is set", name, unit.unit_name
-            )
-            self._problem(c, unit, "neither org nor repo is set")
-            return None
-        missing = [label for key, label in _SCALESET_REQUIRED if not text(data, key)]
-        if missing:
-            logger.warning(
-                "skipping scale set %s from %s: missing %s",
-                name,
-                unit.unit_name,
-                ", ".join(missing),
-            )
-            self._problem(c, unit, "scale set fields missing: " + ", ".join(missing))
-            return None
-        counts = self._counts(c, unit, name)
-        if counts is None:
-            return None
-        return ScalesetSpec(
-            name=name,
-            provider_name=text(data, "provider_name"),
-            image=text(data, "image_id"),
-            flavor=text(data, "flavor"),
-            os_arch=text(data, "os_arch"),
-            min_idle_runners=counts[0],
-            max_runners=counts[1],
-            entity_type=target[0],
-            entity_name=target[1],
-            labels=tuple(
-                label for label in (t.strip() for t in text(data, "labels").split(",")) if label
-            ),
-            runner_group=text(data, "runner_group"),
-            pre_install_scripts=self._scripts(c, unit, name),
-            runner_config=RunnerConfig.from_databag(data),
-            source=c.app,
+
+def _scaleset_spec(c: Contribution, unit: UnitData) -> ScalesetSpec | None:
+    data = unit.data
+    name = text(data, "name")
+    if not name:
+        return None
+    target = entity_target(data)
+    if target is None:
+        logger.warning(
+            "skipping scale set %s from %s: neither org nor repo is set", name, unit.unit_name
         )
+        _problem(c, unit, "neither org nor repo is set")
+        return None
+    missing = [label for key, label in _SCALESET_REQUIRED if not text(data, key)]
+    if missing:
+        logger.warning(
+            "skipping scale set %s from %s: missing %s",
+            name,
+            unit.unit_name,
+            ", ".join(missing),
+        )
+        _problem(c, unit, "scale set fields missing: " + ", ".join(missing))
+        return None
+    counts = _counts(c, unit, name)
+    if counts is None:
+        return None
+    return ScalesetSpec(
+        name=name,
+        provider_name=text(data, "provider_name"),
+        image=text(data, "image_id"),
+        flavor=text(data, "flavor"),
+        os_arch=text(data, "os_arch"),
+        min_idle_runners=counts[0],
+        max_runners=counts[1],
+        entity_type=target[0],
+        entity_name=target[1],
+        labels=tuple(
+            label for label in (t.strip() for t in text(data, "labels").split(",")) if label
+        ),
+        runner_group=text(data, "runner_group"),
+        pre_install_scripts=_scripts(c, unit, name),
+        runner_config=RunnerConfig.from_databag(data),
+        source=c.app,
+    )
 
-    def _counts(self, c: Contribution, unit: UnitData, name: str) -> tuple[int, int] | None:
-        raw = {
-            "min_idle_runner": text(unit.data, "min_idle_runner") or "0",
-            "max_runner": text(unit.data, "max_runner"),
-        }
-        bad = [key for key, value in raw.items() if not DECIMAL.fullmatch(value)]
-        if bad:
-            logger.warning(
-                "skipping scale set %s from %s: %s must be a non-negative integer",
-                name,
-                unit.unit_name,
-                " and ".join(bad),
-            )
-            self._problem(c, unit, " and ".join(bad) + " is not an integer")
-            return None
-        min_idle, max_runners = int(raw["min_idle_runner"]), int(raw["max_runner"])
-        # GARM refuses both, and only after registering the scale set with GitHub.
-        reason = ""
-        if max_runners == 0:
-            reason = "max_runner must be at least 1"
-        elif min_idle > max_runners:
-            reason = "min_idle_runner is above max_runner"
-        if reason:
-            logger.warning("skipping scale set %s from %s: %s", name, unit.unit_name, reason)
-            self._problem(c, unit, reason)
-            return None
-        return min_idle, max_runners
 
-    def _scripts(self, c: Contribution, unit: UnitData, name: str) -> dict[str, str]:
-        scripts, acceptable = _pre_install_scripts(unit.data.get("pre_install_scripts") or "")
-        if not acceptable:
-            logger.warning(
-                "scale set %s from %s: pre_install_scripts is not a JSON object of strings; "
-                "using %d of its scripts",
-                name,
-                unit.unit_name,
-                len(scripts),
-            )
-            self._problem(c, unit, "pre_install_scripts is not a JSON object of strings")
-        return scripts
+def _counts(c: Contribution, unit: UnitData, name: str) -> tuple[int, int] | None:
+    raw = {
+        "min_idle_runner": text(unit.data, "min_idle_runner") or "0",
+        "max_runner": text(unit.data, "max_runner"),
+    }
+    bad = [key for key, value in raw.items() if not DECIMAL.fullmatch(value)]
+    if bad:
+        logger.warning(
+            "skipping scale set %s from %s: %s must be a non-negative integer",
+            name,
+            unit.unit_name,
+            " and ".join(bad),
+        )
+        _problem(c, unit, " and ".join(bad) + " is not an integer")
+        return None
+    min_idle, max_runners = int(raw["min_idle_runner"]), int(raw["max_runner"])
+    # GARM refuses both, and only after registering the scale set with GitHub.
+    reason = ""
+    if max_runners == 0:
+        reason = "max_runner must be at least 1"
+    elif min_idle > max_runners:
+        reason = "min_idle_runner is above max_runner"
+    if reason:
+        logger.warning("skipping scale set %s from %s: %s", name, unit.unit_name, reason)
+        _problem(c, unit, reason)
+        return None
+    return min_idle, max_runners
+
+
+def _scripts(c: Contribution, unit: UnitData, name: str) -> dict[str, str]:
+    scripts, acceptable = _pre_install_scripts(unit.data.get("pre_install_scripts") or "")
+    if not acceptable:
+        logger.warning(
+            "scale set %s from %s: pre_install_scripts is not a JSON object of strings; "
+            "using %d of its scripts",
+            name,
+            unit.unit_name,
+            len(scripts),
+        )
+        _problem(c, unit, "pre_install_scripts is not a JSON object of strings")
+    return scripts
+
+
+def _problem(contribution: Contribution, unit: UnitData, reason: str) -> None:
+    contribution.problems.append(InputProblem(source=unit.unit_name, reason=reason))
 
 
 def _pre_install_scripts(raw: str) -> tuple[dict[str, str], bool]:

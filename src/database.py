@@ -22,10 +22,12 @@ from dataclasses import dataclass
 
 import ops
 
+from databag import write_changed
 from garm_entrypoint import (
     DEFAULT_POSTGRESQL_DB_NAME,
     DEFAULT_POSTGRESQL_PORT,
     DEFAULT_POSTGRESQL_SSLMODE,
+    MAX_PORT,
 )
 from workload import DatabaseConfig
 
@@ -44,7 +46,6 @@ logger = logging.getLogger(__name__)
 
 POSTGRESQL_RELATION = "postgresql"
 REQUESTED_SECRETS = ("username", "password")
-_MAX_PORT = 65535
 
 
 class DatabaseState(enum.Enum):
@@ -111,9 +112,7 @@ def request_database(charm: ops.CharmBase) -> None:
         "database": DEFAULT_POSTGRESQL_DB_NAME,
         "requested-secrets": json.dumps(list(REQUESTED_SECRETS)),
     }
-    for key, value in wanted.items():
-        if databag.get(key) != value:
-            databag[key] = value
+    write_changed(databag, wanted)
 
 
 def _parse_endpoint(endpoints: str) -> tuple[str, int] | None:
@@ -134,7 +133,7 @@ def _parse_endpoint(endpoints: str) -> tuple[str, int] | None:
         return None
     if not port_text:
         return host, DEFAULT_POSTGRESQL_PORT
-    if not port_text.isdecimal() or not 0 < int(port_text) <= _MAX_PORT:
+    if not port_text.isdecimal() or not 0 < int(port_text) <= MAX_PORT:
         logger.warning("PostgreSQL endpoint has an invalid port; waiting for valid data")
         return None
     return host, int(port_text)

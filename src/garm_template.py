@@ -8,13 +8,18 @@ place, so its id, which every scale set uses, never changes.
 
 from __future__ import annotations
 
-import base64
-import binascii
 import logging
 from collections.abc import Sequence
 
 from debug_ssh import DebugSshConnection
-from garm_api import CreateTemplateParams, GarmApiError, GarmClient, Template
+from garm_api import (
+    CreateTemplateParams,
+    GarmApiError,
+    GarmClient,
+    Template,
+    from_base64,
+    to_base64,
+)
 from runner_template import prepend_after_shebang, render_tmate_snippet
 
 logger = logging.getLogger(__name__)
@@ -26,17 +31,6 @@ CHARMED_TEMPLATE_DESCRIPTION = "Charmed GitHub Linux template managed by the GAR
 
 class CharmedTemplateError(Exception):
     """The charmed template could not be read, built or written; scale sets must wait."""
-
-
-def _decode(data: str | None) -> bytes:
-    """Decode a template body; raises ``ValueError`` on invalid base64."""
-    if not data:
-        return b""
-    return base64.b64decode(data, validate=True)
-
-
-def _encode(body: bytes) -> str:
-    return base64.b64encode(body).decode("ascii")
 
 
 def charmed_template_body(base: bytes, connections: Sequence[DebugSshConnection]) -> bytes:
@@ -114,8 +108,8 @@ def _base_body(client: GarmClient, templates: Sequence[Template]) -> bytes:
     if not base.id:
         raise CharmedTemplateError(f"Base template '{GARM_BASE_TEMPLATE_NAME}' has no ID")
     try:
-        body = _decode(client.get_template(base.id).data)
-    except (GarmApiError, ValueError, binascii.Error) as exc:
+        body = from_base64(client.get_template(base.id).data or "")
+    except (GarmApiError, ValueError) as exc:
         raise CharmedTemplateError("Failed to fetch base template data") from exc
     if not body:
         raise CharmedTemplateError(f"Base template '{GARM_BASE_TEMPLATE_NAME}' has no body")
@@ -125,8 +119,8 @@ def _base_body(client: GarmClient, templates: Sequence[Template]) -> bytes:
 def _current_body(client: GarmClient, template_id: int) -> bytes | None:
     """Return the charmed template's body, or None when it cannot be read (then rewrite it)."""
     try:
-        return _decode(client.get_template(template_id).data)
-    except (GarmApiError, ValueError, binascii.Error) as exc:
+        return from_base64(client.get_template(template_id).data or "")
+    except (GarmApiError, ValueError) as exc:
         logger.warning("Cannot read charmed template (id=%s), rewriting it: %s", template_id, exc)
         return None
 
@@ -142,7 +136,7 @@ def _update(client: GarmClient, template_id: int, body: bytes, count: int) -> in
         count,
     )
     try:
-        client.update_template(template_id, _encode(body))
+        client.update_template(template_id, to_base64(body))
     except GarmApiError as exc:
         raise CharmedTemplateError(
             f"Failed to update charmed template (id={template_id})"
@@ -156,7 +150,7 @@ def _create(client: GarmClient, body: bytes, count: int) -> int:
         description=CHARMED_TEMPLATE_DESCRIPTION,
         forge_type="github",
         os_type="linux",
-        data=_encode(body),
+        data=to_base64(body),
     )
     try:
         created = client.create_template(params)

@@ -14,7 +14,6 @@ configurator and the relation key at fault, never the value, and the others go o
 
 from __future__ import annotations
 
-import base64
 import logging
 from collections.abc import Collection, Sequence
 
@@ -29,6 +28,7 @@ from garm_api import (
     GithubApp,
     UpdateCredentialParams,
     describe_failure,
+    to_base64,
 )
 from notices import Notice, Severity
 
@@ -67,7 +67,8 @@ def is_managed(credential: Credential | None) -> bool:
 
 
 def _github_app(spec: CredentialSpec) -> GithubApp:
-    key = base64.b64encode(spec.private_key.encode("utf-8")).decode("ascii")
+    # The key passed the PKCS#1 check, so it is ASCII: encoding it cannot replace anything.
+    key = to_base64(spec.private_key)
     return GithubApp(
         app_id=spec.app_id, installation_id=spec.installation_id, private_key_bytes=key
     )

@@ -15,6 +15,7 @@ from urllib.parse import urlsplit
 
 import ops
 
+from databag import write_changed
 from garm_entrypoint import GARM_PORT
 
 __all__ = [
@@ -65,13 +66,6 @@ def _pod_ip(charm: ops.CharmBase, relation: ops.Relation) -> str | None:
     return str(address) if address is not None else None
 
 
-def _write_changed(databag: ops.RelationDataContent, wanted: dict[str, str]) -> None:
-    # Rewriting identical values would still fire relation-changed on the other side.
-    for key, value in wanted.items():
-        if databag.get(key) != value:
-            databag[key] = value
-
-
 def publish_ingress_request(charm: ops.CharmBase) -> None:
     """Publish this application's ingress request on the ``ingress`` relation, if any.
 
@@ -87,7 +81,7 @@ def publish_ingress_request(charm: ops.CharmBase) -> None:
     if relation is None:
         return
     if charm.unit.is_leader():
-        _write_changed(
+        write_changed(
             relation.data[charm.app],
             {
                 "model": json.dumps(charm.model.name),
@@ -98,7 +92,7 @@ def publish_ingress_request(charm: ops.CharmBase) -> None:
                 "scheme": json.dumps("http"),
             },
         )
-    _write_changed(
+    write_changed(
         relation.data[charm.unit],
         {"host": json.dumps(_unit_host(charm)), "ip": json.dumps(_pod_ip(charm, relation))},
     )

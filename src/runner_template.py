@@ -8,7 +8,6 @@ YAML scalars are emitted as JSON strings.
 
 from __future__ import annotations
 
-import base64
 import functools
 import ipaddress
 import json
@@ -19,6 +18,7 @@ from urllib.parse import urlsplit
 
 import jinja2
 
+from garm_api import to_base64
 from runner_options import RunnerConfig, ipv4_networks, port_ranges
 
 RUNNER_USER = "runner"
@@ -298,10 +298,6 @@ def render_aproxy_pre_install_script(cfg: RunnerConfig) -> str:
     )
 
 
-def _b64(text: str) -> str:
-    return base64.b64encode(text.encode("utf-8", "replace")).decode("ascii")
-
-
 def effective_extra_specs(
     pre_install_scripts: Mapping[str, str], cfg: RunnerConfig
 ) -> dict[str, object]:
@@ -327,5 +323,7 @@ def effective_extra_specs(
     for name, content in pre_install_scripts.items():
         scripts.setdefault(name, content)
     if scripts:
-        extra["pre_install_scripts"] = {name: _b64(content) for name, content in scripts.items()}
+        extra["pre_install_scripts"] = {
+            name: to_base64(content) for name, content in scripts.items()
+        }
     return extra
