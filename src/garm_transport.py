@@ -1,0 +1,198 @@
+"""Sending one request to GARM: bearer token, timeout, one trace span, errors mapped.
+
+Owns the HTTP transport under ``GarmClient``: the span of each call (method, route and status
+only: never a body, a query or a header), the mapping of a failure to ``GarmApiError`` and its
+subclasses, and the parse of an answer into a model. Must not import ops or any charm module
+but ``garm_models``.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Self, TypeVar
+
+import httpx
+from opentelemetry import trace
+from pydantic import TypeAdapter, ValidationError
+
+from garm_models import (
+    GarmApiError,
+    GarmConflictError,
+    GarmConnectionError,
+    GarmNotFoundError,
+    GarmUnauthorizedError,
+    ResponseModel,
+)
+
+GARM_API_URL = "http://127.0.0.1:8080/api/v1"
+TRACER_NAME = "garm-charm.garm-api"
+# Literal segments of GARM's API paths; any other segment is an id or a name, which a span
+# shows as ``{id}`` so that the span name is the route and never carries a value.
+_PATH_WORDS = frozenset(
+    {
+        "auth",
+        "controller",
+        "controller-info",
+        "credentials",
+        "endpoints",
+        "enterprises",
+        "first-run",
+        "github",
+        "instances",
+        "login",
+        "organizations",
+        "pools",
+        "providers",
+        "repositories",
+        "scalesets",
+        "templates",
+    }
+)
+HTTP_TIMEOUT = 30.0
+
+_M = TypeVar("_M", bound=ResponseModel)
+
+
+class GarmTransport:
+    """Sends one request to GARM: bearer token, timeout, trace span, errors mapped."""
+
+    def __init__(
+        self,
+        base_url: str = GARM_API_URL,
+        timeout: float = HTTP_TIMEOUT,
+        token: str | None = None,
+    ) -> None:
+        """Create the client; no request is made until a method is called."""
+        self._http = httpx.Client(base_url=base_url, timeout=timeout)
+        self._token = token
+
+    def close(self) -> None:
+        """Close the underlying connection pool."""
+        self._http.close()
+
+    def __enter__(self) -> Self:
+        """Use the client as a context manager that closes it on exit."""
+        return self
+
+    def __exit__(self, *_exc: object) -> None:
+        """Close the client."""
+        self.close()
+
+    # --- plumbing ----------------------------------------------------------------------------
+
+    def _list(self, path: str, model: type[_M], params: dict[str, str] | None = None) -> list[_M]:
+        data = self._call("GET", path, params=params)
+        if data is None:
+            return []
+        try:
+            return TypeAdapter(list[model]).validate_python(data)
+        except ValidationError as exc:
+            raise GarmApiError(f"GARM answered {path} with an unexpected shape") from exc
+
+    def _call(
+        self,
+        method: str,
+        path: str,
+        body: dict[str, Any] | None = None,
+        *,
+        params: dict[str, str] | None = None,
+        authenticated: bool = True,
+    ) -> Any:
+        response = self._send(method, path, body, params=params, authenticated=authenticated)
+        if response.is_success:
+            try:
+                return response.json() if response.content else None
+            except ValueError as exc:
+                raise GarmApiError(
+                    f"GARM answered {method} {path} with a body that is not JSON",
+                    status=response.status_code,
+                ) from exc
+        error, details = error_fields(response)
+        raise api_error(response.status_code, error, details)
+
+    def _send(
+        self,
+        method: str,
+        path: str,
+        body: dict[str, Any] | None = None,
+        *,
+        params: dict[str, str] | None = None,
+        authenticated: bool = True,
+    ) -> httpx.Response:
+        headers = {"Accept": "application/json"}
+        if authenticated and self._token:
+            headers["Authorization"] = f"Bearer {self._token}"
+        route = path_template(path)
+        tracer = trace.get_tracer(TRACER_NAME)
+        # One span per call: method, route and status only (no body, query or header).
+        with tracer.start_as_current_span(
+            f"GARM {method} {route}", kind=trace.SpanKind.CLIENT
+        ) as span:
+            span.set_attribute("http.request.method", method)
+            span.set_attribute("url.template", route)
+            try:
+                response = self._http.request(
+                    method, path, json=body, params=params, headers=headers
+                )
+            except httpx.TransportError as exc:
+                span.set_status(trace.StatusCode.ERROR, type(exc).__name__)
+                # The message names the failure class only: httpx messages can echo the URL.
+                raise GarmConnectionError(
+                    f"cannot reach GARM ({type(exc).__name__}) on {method} {path}"
+                ) from exc
+            span.set_attribute("http.response.status_code", response.status_code)
+            if response.is_error:
+                span.set_status(trace.StatusCode.ERROR, str(response.status_code))
+            return response
+
+
+def path_template(path: str) -> str:
+    """Return an API path's route: ``/scalesets/12/instances`` -> ``/scalesets/{id}/instances``."""
+    return "/".join(
+        part if not part or part in _PATH_WORDS else "{id}" for part in path.split("/")
+    )
+
+
+def parse_model(model: type[_M], data: Any) -> _M:
+    """Validate one GARM answer; a shape GARM should never send is a GARM error."""
+    try:
+        return model.model_validate(data)
+    except ValidationError as exc:
+        raise GarmApiError(f"GARM sent an unexpected {model.__name__}") from exc
+
+
+def field_of(data: Any, key: str) -> object:
+    """Return ``data[key]`` when ``data`` is a JSON object, else None."""
+    if isinstance(data, dict):
+        return data.get(key)  # pyright: ignore[reportUnknownMemberType,reportUnknownVariableType]
+    return None
+
+
+def error_fields(response: httpx.Response) -> tuple[str, str]:
+    """Return GARM's ``error`` and ``details`` of a failed answer, empty when absent."""
+    try:
+        data = response.json()
+    except ValueError:
+        return "", ""
+    error, details = field_of(data, "error"), field_of(data, "details")
+    return (
+        error if isinstance(error, str) else "",
+        details if isinstance(details, str) else "",
+    )
+
+
+_ERRORS_BY_STATUS: dict[int, type[GarmApiError]] = {
+    401: GarmUnauthorizedError,
+    404: GarmNotFoundError,
+    409: GarmConflictError,
+}
+
+
+def api_error(status: int, error: str, details: str) -> GarmApiError:
+    """Return the error class GARM's status maps to, carrying its error and details."""
+    cls = _ERRORS_BY_STATUS.get(status, GarmApiError)
+    message = f"GARM answered {status}"
+    if error:
+        message += f": {error}"
+    if details:
+        message += f" ({details})"
+    return cls(message, status=status, error=error, details=details)
