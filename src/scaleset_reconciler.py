@@ -118,7 +118,7 @@ class _Pass:
     created: list[ScaleSet] = field(default_factory=list[ScaleSet])
     deleted_ids: set[int] = field(default_factory=set[int])
     notices: list[Notice] = field(default_factory=list[Notice])
-    _org_ids: dict[str, str | None] = field(default_factory=dict[str, str | None])
+    _org_ids: dict[str, str] | None = None
     _repo_ids: dict[str, str] | None = None
 
     def __post_init__(self) -> None:
@@ -279,13 +279,13 @@ class _Pass:
         return entity_id
 
     def _organization_id(self, name: str) -> str | None:
-        # Many scale sets share an organisation: ask GARM once per name and pass.
-        if name not in self._org_ids:
-            self._org_ids[name] = next(
-                (o.id for o in self.client.list_organizations(name=name) if o.name == name),
-                None,
-            )
-        return self._org_ids[name]
+        # One listing per pass answers every scale set: asking per name would cost a call for
+        # each organisation in every hook.
+        if self._org_ids is None:
+            self._org_ids = {
+                org.name: org.id for org in self.client.list_organizations() if org.name and org.id
+            }
+        return self._org_ids.get(name)
 
     def _repository_ids(self) -> dict[str, str]:
         if self._repo_ids is None:
