@@ -25,7 +25,6 @@ import workload
 from charm_state import CharmState, describe_problems
 from configurator_contract import CONFIGURATOR_RELATION_NAME
 from debug_ssh import DEBUG_SSH_RELATION_NAME
-from entity_reconciler import EntityReconciler
 from garm_api import (
     GARM_API_URL,
     READY_TIMEOUT,
@@ -35,12 +34,10 @@ from garm_api import (
     GarmUnauthorizedError,
     ScaleSet,
 )
-from garm_template import CharmedTemplateError, apply_charmed_template
-from github_reconciler import CredentialReconciler
-from notices import Notice, Severity, blocked, summarise
-from scaleset_reconciler import ScalesetReconciler
+from garm_chain import run_chain
+from garm_template import CharmedTemplateError
+from notices import Notice, blocked, summarise
 from scaleset_status import format_scaleset_table, read_status_rows
-from status import progress_notices
 from telemetry import traced
 
 logger = logging.getLogger(__name__)
@@ -88,37 +85,7 @@ class GarmCharm(ops.CharmBase):
         self._units_blocked: ops.StatusBase | None = None
         self._blocked_input = False
         on = self.on
-        events: list[ops.BoundEvent] = [
-            on.install,
-            on.upgrade_charm,
-            on.config_changed,
-            on.leader_elected,
-            on.update_status,
-            on.garm_pebble_ready,
-            on.garm_data_storage_attached,
-            on.secret_changed,
-        ]
-        for relation in (CONFIGURATOR_RELATION_NAME, DEBUG_SSH_RELATION_NAME, *cos.RELATIONS):
-            events += [
-                on[relation].relation_joined,
-                on[relation].relation_changed,
-                on[relation].relation_departed,
-                on[relation].relation_broken,
-            ]
-        for relation in (database.POSTGRESQL_RELATION, ingress.INGRESS_RELATION):
-            events += [
-                on[relation].relation_joined,
-                on[relation].relation_changed,
-                on[relation].relation_broken,
-            ]
-        # A deposed leader gets one of these soon after leadership moves (ADR 0007).
-        events += [
-            on.leader_settings_changed,
-            on[leadership.PEER_RELATION].relation_joined,
-            on[leadership.PEER_RELATION].relation_changed,
-            on[leadership.PEER_RELATION].relation_departed,
-        ]
-        for event in events:
+        for event in _reconcile_events(on):
             framework.observe(event, self._on_reconcile_event)
         framework.observe(on.secret_remove, self._on_secret_revision_obsolete)
         framework.observe(on.secret_expired, self._on_secret_revision_obsolete)
@@ -361,23 +328,7 @@ class GarmCharm(ops.CharmBase):
             self._fail_sync(exc)
             return None
         try:
-            # Created in dependency order (credential, entity, scale set) and deleted in the
-            # reverse order in the same pass, so GARM never refuses a delete for a dependent.
-            held = state.held
-            credentials = CredentialReconciler(client)
-            credentials.ensure(state.credentials, held=held.credentials)
-            entities = EntityReconciler(client, credentials.listed)
-            entities.ensure(
-                state.entities, missing_credentials=credentials.missing, held=held.entities
-            )
-            template_id = apply_charmed_template(client, state.debug_ssh)
-            specs = [dataclasses.replace(s, template_id=template_id) for s in state.scalesets]
-            result = ScalesetReconciler(client).reconcile(
-                specs, prune=state.prune, held=held.scalesets, held_apps=held.apps
-            )
-            if state.prune:
-                in_use = entities.prune(state.entities, result.live, held=held.entities)
-                credentials.prune(state.credentials, in_use, held=held.credentials)
+            result = run_chain(client, state)
         except CharmedTemplateError as exc:
             logger.warning("Charmed template not applied: %s; scale sets skipped", exc)
             self._status = ops.WaitingStatus(str(exc))
@@ -385,16 +336,7 @@ class GarmCharm(ops.CharmBase):
         except GarmApiError as exc:
             self._fail_sync(exc)
             return None
-        self._notices = [
-            *credentials.notices,
-            *entities.notices,
-            *result.notices,
-            *progress_notices(result.progress),
-            *(
-                Notice(Severity.WAITING, app, "waiting for relation data")
-                for app in state.unpublished_apps
-            ),
-        ]
+        self._notices = result.notices
         return result.live
 
     def _chain_status(self, state: CharmState) -> ops.StatusBase:
@@ -447,6 +389,41 @@ class GarmCharm(ops.CharmBase):
     def _fail_sync(self, exc: GarmApiError) -> None:
         logger.warning("Reconcile failed (%s): %s; will retry", type(exc).__name__, exc)
         self._status = ops.WaitingStatus(SYNC_FAILED)
+
+
+def _reconcile_events(on: ops.CharmEvents) -> list[ops.BoundEvent]:
+    """Return every event that can change the desired or the observed state."""
+    events: list[ops.BoundEvent] = [
+        on.install,
+        on.upgrade_charm,
+        on.config_changed,
+        on.leader_elected,
+        on.update_status,
+        on.garm_pebble_ready,
+        on.garm_data_storage_attached,
+        on.secret_changed,
+    ]
+    for relation in (CONFIGURATOR_RELATION_NAME, DEBUG_SSH_RELATION_NAME, *cos.RELATIONS):
+        events += [
+            on[relation].relation_joined,
+            on[relation].relation_changed,
+            on[relation].relation_departed,
+            on[relation].relation_broken,
+        ]
+    for relation in (database.POSTGRESQL_RELATION, ingress.INGRESS_RELATION):
+        events += [
+            on[relation].relation_joined,
+            on[relation].relation_changed,
+            on[relation].relation_broken,
+        ]
+    # A deposed leader gets one of these soon after leadership moves (ADR 0007).
+    events += [
+        on.leader_settings_changed,
+        on[leadership.PEER_RELATION].relation_joined,
+        on[leadership.PEER_RELATION].relation_changed,
+        on[leadership.PEER_RELATION].relation_departed,
+    ]
+    return events
 
 
 if __name__ == "__main__":  # pragma: nocover

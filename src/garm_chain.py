@@ -1,0 +1,76 @@
+"""The reconcile chain: GitHub credentials, entities, the charmed template, scale sets.
+
+Owns the order of one pass in GARM: objects are created in dependency order (credential,
+entity, template, scale set) and deleted in the reverse order in the same pass, so GARM never
+refuses a delete because of a dependent; and the notices the pass leaves for the status. Makes
+no Juju call: it reads the frozen ``CharmState`` and must not import ops.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass
+
+from charm_state import CharmState
+from entity_reconciler import EntityReconciler
+from garm_api import GarmClient, ScaleSet
+from garm_template import apply_charmed_template
+from github_reconciler import CredentialReconciler
+from notices import Notice, Severity
+from scaleset_reconciler import ScalesetReconciler
+from status import progress_notices
+
+
+@dataclass(frozen=True)
+class ChainResult:
+    """What one run of the chain leaves.
+
+    Attributes:
+        live: the scale sets in GARM after the pass (nameless ones included).
+        notices: what each reconciler held back, the changeovers under way and the
+            configurators that have published nothing yet.
+    """
+
+    live: list[ScaleSet]
+    notices: list[Notice]
+
+
+def run_chain(client: GarmClient, state: CharmState) -> ChainResult:
+    """Bring GARM's credentials, entities, charmed template and scale sets to ``state``.
+
+    Args:
+        client: a logged-in GARM client.
+        state: the desired state of this pass.
+
+    Returns:
+        The live scale sets and the notices of the pass.
+
+    Raises:
+        CharmedTemplateError: the charmed template could not be applied; no scale set was
+            touched.
+        GarmApiError: GARM is unreachable, refused the token, or answered a listing wrongly.
+    """
+    held = state.held
+    credentials = CredentialReconciler(client)
+    credentials.ensure(state.credentials, held=held.credentials)
+    entities = EntityReconciler(client, credentials.listed)
+    entities.ensure(state.entities, missing_credentials=credentials.missing, held=held.entities)
+    template_id = apply_charmed_template(client, state.debug_ssh)
+    specs = [dataclasses.replace(s, template_id=template_id) for s in state.scalesets]
+    result = ScalesetReconciler(client).reconcile(
+        specs, prune=state.prune, held=held.scalesets, held_apps=held.apps
+    )
+    if state.prune:
+        in_use = entities.prune(state.entities, result.live, held=held.entities)
+        credentials.prune(state.credentials, in_use, held=held.credentials)
+    notices = [
+        *credentials.notices,
+        *entities.notices,
+        *result.notices,
+        *progress_notices(result.progress),
+        *(
+            Notice(Severity.WAITING, app, "waiting for relation data")
+            for app in state.unpublished_apps
+        ),
+    ]
+    return ChainResult(result.live, notices)
