@@ -44,7 +44,6 @@ from tests.charm_driver import CharmDriver, Configurator, base_state, configurat
 from tests.conformance.backends import ProxiedEmulator
 from tests.garm_emulator import GarmEmulator
 from tests.github_standin import GitHubStandin
-from tests.real_garm import provider_standin
 from tests.real_garm.harness import SKIP_REASON, RealGarm, garm_binary
 from tests.real_garm.proxy import LOGIN_PATH, RecordedCall
 
@@ -209,15 +208,7 @@ def started(backend: str, workdir: Path) -> Iterator[Any]:
         raise SystemExit(SKIP_REASON)
     with ExitStack() as stack:
         github = stack.enter_context(GitHubStandin())
-        (workdir / "bin").mkdir()
-        (workdir / "garm").mkdir()
-        real = RealGarm(
-            workdir / "garm",
-            binary=binary,
-            provider_binary=provider_standin.install(workdir / "bin"),
-            github_endpoint=github.endpoint_params(),
-        )
-        real.proxy.start()
+        real = RealGarm.prepare(workdir, binary=binary, github_endpoint=github.endpoint_params())
         stack.callback(real.stop)
         yield real
 

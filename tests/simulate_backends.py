@@ -53,7 +53,6 @@ import scaleset_runners
 from tests.charm_driver import CharmDriver, base_state
 from tests.garm_emulator import GarmEmulator
 from tests.github_standin import GitHubStandin
-from tests.real_garm import provider_standin
 from tests.real_garm.harness import SKIP_REASON, GarmStartError, RealGarm, garm_binary
 
 EMULATOR = "emulator"
@@ -489,16 +488,8 @@ def _real_backend(
     binary = garm_binary()
     if binary is None:
         raise BackendUnavailableError(SKIP_REASON)
-    (root / "bin").mkdir()
-    (root / "garm").mkdir()
     with GitHubStandin() as github:
-        real = PodGarm(
-            root / "garm",
-            binary=binary,
-            provider_binary=provider_standin.install(root / "bin"),
-            github_endpoint=github.endpoint_params(),
-        )
-        real.proxy.start()
+        real = PodGarm.prepare(root, binary=binary, github_endpoint=github.endpoint_params())
         story_garm = RealStoryGarm(real, github)
         try:
             # The charm's first replan starts GARM; the ingress URL is the proxy's, so the

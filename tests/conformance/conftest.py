@@ -9,7 +9,6 @@ one reason. A difference between the two backends is an emulator defect.
 from __future__ import annotations
 
 import json
-import logging
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -21,8 +20,7 @@ from tests.charm_driver import CharmDriver, base_state
 from tests.conformance.backends import EMULATOR, REAL, ProxiedEmulator
 from tests.garm_emulator import GarmEmulator
 from tests.github_standin import GitHubStandin
-from tests.log_secrets import SECRET_VALUES, captured_log_text, register_secret
-from tests.real_garm import provider_standin
+from tests.log_secrets import register_secret
 from tests.real_garm.harness import (
     DEFAULT_ADMIN,
     SKIP_REASON,
@@ -86,19 +84,15 @@ def garm(backend: str, tmp_path: Path, request: pytest.FixtureRequest) -> Iterat
     yield from _real_garm(tmp_path, request.getfixturevalue("github"))
 
 
-def _real_garm(tmp_path: Path, github: GitHubStandin) -> Iterator[RealGarm]:
+def _prepared(root: Path, github: GitHubStandin) -> RealGarm:
+    """A RealGarm in ``root`` pointed at ``github``; only called once the backend did not skip."""
     binary = garm_binary()
     assert binary is not None
-    bin_dir = tmp_path / "bin"
-    bin_dir.mkdir()
-    work = tmp_path / "garm"
-    work.mkdir()
-    real = RealGarm(
-        work,
-        binary=binary,
-        provider_binary=provider_standin.install(bin_dir),
-        github_endpoint=github.endpoint_params(),
-    )
+    return RealGarm.prepare(root, binary=binary, github_endpoint=github.endpoint_params())
+
+
+def _real_garm(tmp_path: Path, github: GitHubStandin) -> Iterator[RealGarm]:
+    real = _prepared(tmp_path, github)
     environment = standalone_environment([provider_entry(PROVIDER_NAME)])
     provider = json.loads(environment["GARM_PROVIDERS_JSON"])[0]
     register_secret(provider["password"], environment["GARM_JWT_SECRET"])
@@ -136,18 +130,7 @@ def charm_garm(backend: str, tmp_path: Path, request: pytest.FixtureRequest) -> 
         finally:
             proxied.stop()
         return
-    github: GitHubStandin = request.getfixturevalue("github")
-    binary = garm_binary()
-    assert binary is not None
-    (tmp_path / "bin").mkdir()
-    (tmp_path / "garm").mkdir()
-    real = RealGarm(
-        tmp_path / "garm",
-        binary=binary,
-        provider_binary=provider_standin.install(tmp_path / "bin"),
-        github_endpoint=github.endpoint_params(),
-    )
-    real.proxy.start()
+    real = _prepared(tmp_path, request.getfixturevalue("github"))
     try:
         yield real
     finally:
@@ -165,13 +148,3 @@ def driver(charm_garm: Garm, tmp_path: Path) -> CharmDriver:
     container = charm.state.get_container(workload.CONTAINER_NAME)
     charm.run(charm.ctx.on.pebble_ready(container))
     return charm
-
-
-@pytest.fixture(autouse=True)
-def _no_secret_in_logs(caplog: pytest.LogCaptureFixture) -> Iterator[None]:
-    """Fail any test whose captured log holds a secret value the suite knows about."""
-    caplog.set_level(logging.DEBUG)
-    yield
-    text = captured_log_text(caplog)
-    leaked = sorted(v for v in SECRET_VALUES if v in text)
-    assert not leaked, f"{len(leaked)} secret value(s) reached the log"

@@ -21,7 +21,6 @@ from scenario.context import _Event  # pyright: ignore[reportPrivateUsage]
 from tests.charm_driver import CharmDriver, base_state
 from tests.conformance.test_charm import quiet_configurator
 from tests.github_standin import GitHubStandin
-from tests.real_garm import provider_standin
 from tests.real_garm.harness import SKIP_REASON, RealGarm, garm_binary
 
 pytestmark = pytest.mark.skipif(garm_binary() is None, reason=SKIP_REASON)
@@ -47,16 +46,9 @@ def github() -> Iterator[GitHubStandin]:
 def _real_garm(tmp_path: Path, name: str, github: GitHubStandin) -> Iterator[RealGarm]:
     binary = garm_binary()
     assert binary is not None
-    root = tmp_path / name
-    (root / "bin").mkdir(parents=True)
-    (root / "garm").mkdir()
-    real = RealGarm(
-        root / "garm",
-        binary=binary,
-        provider_binary=provider_standin.install(root / "bin"),
-        github_endpoint=github.endpoint_params(),
+    real = RealGarm.prepare(
+        tmp_path / name, binary=binary, github_endpoint=github.endpoint_params()
     )
-    real.proxy.start()
     try:
         yield real
     finally:

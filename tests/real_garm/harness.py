@@ -31,11 +31,12 @@ import sys
 import time
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Any
+from typing import Any, Self
 
 import httpx
 
 import garm_entrypoint
+from tests.real_garm import provider_standin
 from tests.real_garm.proxy import API_PREFIX, RecordedCall, RecordingProxy, writes
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
@@ -131,13 +132,32 @@ class RealGarm:
         self.proxy = RecordingProxy()
         self.proxy.on_urls_set = self._point_endpoint_once
 
+    @classmethod
+    def prepare(cls, root: Path, *, binary: Path, github_endpoint: Mapping[str, str]) -> Self:
+        """Lay out ``root`` (``garm/`` for GARM, ``bin/`` with the stand-in provider).
+
+        Returns a RealGarm whose recording proxy already listens, so its ``url`` can be handed
+        to the charm; GARM itself starts with :meth:`start` or the charm's first replan.
+        """
+        (root / "bin").mkdir(parents=True)
+        (root / "garm").mkdir()
+        real = cls(
+            root / "garm",
+            binary=binary,
+            provider_binary=provider_standin.install(root / "bin"),
+            github_endpoint=github_endpoint,
+        )
+        real.proxy.start()
+        return real
+
     # ---- lifecycle ------------------------------------------------------------------------
 
     def start(self, environment: Mapping[str, str] | None = None) -> RealGarm:
-        """Start the proxy and GARM with ``environment`` (a standalone one when None)."""
+        """Start GARM with ``environment`` (a standalone one when None), and the proxy."""
         if self._server_started():
             return self
-        self.proxy.start()
+        if not self.proxy.listening:
+            self.proxy.start()
         self._launch(dict(environment) if environment is not None else standalone_environment())
         return self
 

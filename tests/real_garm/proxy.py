@@ -91,6 +91,11 @@ class RecordingProxy:
         self._thread.start()
         return self
 
+    @property
+    def listening(self) -> bool:
+        """Whether the proxy has been started and not stopped."""
+        return self._server is not None
+
     def stop(self) -> None:
         """Stop listening."""
         server, self._server = self._server, None

@@ -2,14 +2,13 @@
 
 from __future__ import annotations
 
-import logging
 from collections.abc import Iterator
 
 import pytest
 
 from garm_api import GarmClient
 from tests.garm_emulator import DEFAULT_ADMIN_PASSWORD, GarmEmulator
-from tests.log_secrets import SECRET_VALUES, captured_log_text, register_secret
+from tests.log_secrets import register_secret
 
 EMULATOR_PROVIDERS = ["garm-configurator-0"]
 register_secret(DEFAULT_ADMIN_PASSWORD)
@@ -41,13 +40,3 @@ def client(ready_emulator: GarmEmulator) -> Iterator[GarmClient]:
     with GarmClient(ready_emulator.url) as garm_client:
         garm_client.login(ADMIN_USERNAME, ADMIN_PASSWORD)
         yield garm_client
-
-
-@pytest.fixture(autouse=True)
-def _no_secret_in_logs(caplog: pytest.LogCaptureFixture) -> Iterator[None]:
-    """Fail any test whose captured log holds a secret value the suite knows about."""
-    caplog.set_level(logging.DEBUG)
-    yield
-    text = captured_log_text(caplog)
-    leaked = sorted(v for v in SECRET_VALUES if v in text)
-    assert not leaked, f"{len(leaked)} secret value(s) reached the log"
