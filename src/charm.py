@@ -42,6 +42,11 @@ from telemetry import traced
 
 logger = logging.getLogger(__name__)
 
+# httpx and httpcore log every request (about a dozen lines per GARM call); under Juju each line
+# is a juju-log process start, so they are kept to warnings. The charm logs what it changes in
+# GARM itself, and charm tracing has a span for every call.
+LIBRARY_LOGGERS = ("httpx", "httpcore")
+
 WAITING_PEBBLE = "Waiting for pebble ready"
 WAITING_SECRETS = "Waiting for GARM secrets"
 WAITING_STORAGE = "Waiting for garm-data storage"
@@ -74,6 +79,8 @@ class GarmCharm(ops.CharmBase):
     def __init__(self, framework: ops.Framework) -> None:
         """Observe every event that can change the desired or the observed state."""
         super().__init__(framework)
+        for name in LIBRARY_LOGGERS:
+            logging.getLogger(name).setLevel(logging.WARNING)
         # Charm tracing to Tempo: hooks, Juju and Pebble calls, and the spans of telemetry.py.
         self.tracing = ops.tracing.Tracing(self, cos.TRACING_RELATION)
         # None until a reconcile decides: hooks that do not reconcile (actions, secret
@@ -87,6 +94,7 @@ class GarmCharm(ops.CharmBase):
         on = self.on
         for event in _reconcile_events(on):
             framework.observe(event, self._on_reconcile_event)
+        framework.observe(on.secret_changed, self._on_secret_changed)
         framework.observe(on.secret_remove, self._on_secret_revision_obsolete)
         framework.observe(on.secret_expired, self._on_secret_revision_obsolete)
         framework.observe(on.collect_unit_status, self._on_collect_unit_status)
@@ -103,6 +111,12 @@ class GarmCharm(ops.CharmBase):
             logger.info("The application is being removed: not reconciling")
             return
         self._reconcile()
+
+    def _on_secret_changed(self, event: ops.SecretChangedEvent) -> None:
+        # The charm moves to a configurator secret's new revision here, once; every other hook
+        # reads the revision it tracks, with one secret-get per secret.
+        event.secret.get_content(refresh=True)
+        self._on_reconcile_event(event)
 
     def _on_secret_revision_obsolete(self, event: ops.SecretRemoveEvent) -> None:
         event.remove_revision()
@@ -401,7 +415,6 @@ def _reconcile_events(on: ops.CharmEvents) -> list[ops.BoundEvent]:
         on.update_status,
         on.garm_pebble_ready,
         on.garm_data_storage_attached,
-        on.secret_changed,
     ]
     for relation in (CONFIGURATOR_RELATION_NAME, DEBUG_SSH_RELATION_NAME, *cos.RELATIONS):
         events += [

@@ -140,7 +140,9 @@ def _relation_units(relations: Sequence[ops.Relation]) -> list[UnitData]:
 def _juju_secret_reader(model: ops.Model) -> SecretReader:
     def read(uri: str) -> str | None:
         try:
-            content = model.get_secret(id=uri).get_content(refresh=True)
+            # The revision Juju tracks for the charm, in one secret-get: the charm moves to a new
+            # revision in the secret-changed hook Juju sends for it, not in every hook.
+            content = model.get_secret(id=uri).get_content()
         except ops.SecretNotFoundError:
             logger.warning("configurator secret %s not found or not granted to garm", uri)
             return None

@@ -642,3 +642,15 @@ def test_actions_leave_the_status_alone(driver: CharmDriver):
     after = driver.ctx.run(driver.ctx.on.action("get-credentials"), out)
     assert after.unit_status == out.unit_status
     assert after.app_status == out.app_status
+
+
+def test_a_hook_logs_no_http_library_lines(
+    driver: CharmDriver, garm: GarmEmulator, caplog: pytest.LogCaptureFixture
+):
+    # Each log line is a juju-log process under Juju: httpx and httpcore stay at warnings.
+    deploy(driver)
+    driver.add_configurator(configurator("cfg-a", relation_id=1))
+    caplog.clear()
+    driver.run(driver.ctx.on.update_status())
+    assert garm.requests
+    assert [r.name for r in caplog.records if r.name.split(".")[0] in ("httpx", "httpcore")] == []
