@@ -179,8 +179,6 @@ class EntityReconciler:
                 self._create(spec)
             elif self._needs_credential_update(live, spec):
                 self._update(live, spec)
-            else:
-                logger.debug("%s %s is up to date", spec.entity_type, spec.entity_name)
         except (GarmConnectionError, GarmUnauthorizedError):
             raise
         except GarmApiError as exc:

@@ -9,6 +9,7 @@ no Juju call: it reads the frozen ``CharmState`` and must not import ops.
 from __future__ import annotations
 
 import dataclasses
+import logging
 from dataclasses import dataclass
 
 from charm_state import CharmState
@@ -19,6 +20,8 @@ from github_reconciler import CredentialReconciler
 from notices import Notice, Severity
 from scaleset_reconciler import ScalesetReconciler
 from status import progress_notices
+
+logger = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True)
@@ -73,4 +76,13 @@ def run_chain(client: GarmClient, state: CharmState) -> ChainResult:
             for app in state.unpublished_apps
         ),
     ]
+    # One line per pass, not one per object: under Juju every log line is a juju-log process.
+    logger.debug(
+        "Reconciled %d credentials, %d organisations and repositories and %d scale sets;"
+        " %d held back or under way",
+        len(state.credentials),
+        len(state.entities),
+        len(specs),
+        len(notices),
+    )
     return ChainResult(result.live, notices)

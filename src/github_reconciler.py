@@ -212,7 +212,6 @@ def _create(client: GarmClient, spec: CredentialSpec) -> None:
 
 def _update_if_drifted(client: GarmClient, spec: CredentialSpec, current: Credential) -> None:
     if not spec.description or current.description == spec.description:
-        logger.debug("GitHub credential %s is up to date", spec.name)
         return
     if current.id is None:
         logger.warning("GitHub credential %s has no id in GARM; cannot update it", spec.name)

@@ -323,7 +323,6 @@ class _Pass:
                 sorted(spec.labels),
             )
         if not needs_update(observed, spec, desired_extra, template_id):
-            logger.debug("Scaleset %r is up to date", observed.name)
             return
         if observed.id is None:
             logger.warning("Cannot update scaleset %r: GARM lists it without an id", observed.name)
