@@ -423,8 +423,9 @@ def test_commands_wait_for_the_state_lock(provider: Provider) -> None:
             [str(provider.executable)],
             env=provider.env("CreateInstance", GARM_POOL_ID=POOL),
             stdin=subprocess.PIPE,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
+            # Never read: pipes left open would leak (a ResourceWarning, an error here).
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
         )
         assert process.stdin is not None
         process.stdin.write(bootstrap("garm-runner-1"))
