@@ -34,7 +34,6 @@ from workload import DatabaseConfig
 __all__ = [
     "POSTGRESQL_RELATION",
     "DatabaseInput",
-    "DatabaseState",
     "LoginProbe",
     "database_config",
     "probe_login",
@@ -48,42 +47,26 @@ POSTGRESQL_RELATION = "postgresql"
 REQUESTED_SECRETS = ("username", "password")
 
 
-class DatabaseState(enum.Enum):
-    """How far the database inputs are.
-
-    Attributes:
-        NO_RELATION: no ``postgresql`` relation; GARM uses SQLite.
-        INCOMPLETE: the relation exists but the provider's data is not usable yet.
-        COMPLETE: the provider's data is complete.
-    """
-
-    NO_RELATION = "no-relation"
-    INCOMPLETE = "incomplete"
-    COMPLETE = "complete"
-
-
 @dataclass(frozen=True)
 class DatabaseInput:
     """The database GARM should use, as far as the relations tell.
 
     Attributes:
-        state: whether there is a relation and whether its data is complete.
         config: the database configuration; SQLite without a relation, PostgreSQL when the data
             is complete, ``None`` while waiting for the provider.
     """
 
-    state: DatabaseState
     config: DatabaseConfig | None
 
     @classmethod
     def sqlite(cls) -> DatabaseInput:
         """Return the input for "no relation, use SQLite"."""
-        return cls(DatabaseState.NO_RELATION, DatabaseConfig.sqlite())
+        return cls(DatabaseConfig.sqlite())
 
     @classmethod
     def incomplete(cls) -> DatabaseInput:
         """Return the input for "related, waiting for the provider"."""
-        return cls(DatabaseState.INCOMPLETE, None)
+        return cls(None)
 
     @classmethod
     def complete(cls, config: DatabaseConfig) -> DatabaseInput:
@@ -92,7 +75,7 @@ class DatabaseInput:
         Args:
             config: the PostgreSQL configuration.
         """
-        return cls(DatabaseState.COMPLETE, config)
+        return cls(config)
 
 
 def request_database(charm: ops.CharmBase) -> None:

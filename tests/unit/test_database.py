@@ -13,7 +13,6 @@ from ops import testing
 from database import (
     POSTGRESQL_RELATION,
     DatabaseInput,
-    DatabaseState,
     database_config,
     request_database,
     warn_on_backend_switch,
@@ -122,7 +121,6 @@ def test_request_corrects_stale_values():
 def test_no_relation_means_sqlite():
     _, result = _run(None)
 
-    assert result.state is DatabaseState.NO_RELATION
     assert result.config == DatabaseConfig.sqlite()
 
 
@@ -132,7 +130,7 @@ def test_relation_being_removed_means_sqlite():
     ctx.run(ctx.on.relation_broken(relation), testing.State(leader=True, relations=[relation]))
 
     [result] = RESULTS
-    assert result == DatabaseInput(DatabaseState.NO_RELATION, DatabaseConfig.sqlite())
+    assert result == DatabaseInput(DatabaseConfig.sqlite())
 
 
 def test_plaintext_credentials_complete(caplog: pytest.LogCaptureFixture):
@@ -141,7 +139,8 @@ def test_plaintext_credentials_complete(caplog: pytest.LogCaptureFixture):
     )
     _, result = _run(relation)
 
-    assert result.state is DatabaseState.COMPLETE
+    assert result.config is not None
+    assert result.config.backend == "postgresql"
     assert result.config == DatabaseConfig(
         backend="postgresql",
         host="pg-primary.svc",
@@ -161,7 +160,8 @@ def test_secret_user_credentials_complete(caplog: pytest.LogCaptureFixture):
     )
     _, result = _run(relation, secrets=(secret,))
 
-    assert result.state is DatabaseState.COMPLETE
+    assert result.config is not None
+    assert result.config.backend == "postgresql"
     assert result.config == DatabaseConfig(
         backend="postgresql",
         host="10.0.0.7",
@@ -190,7 +190,8 @@ def test_non_leader_reads_complete_data_too():
     relation = _pg({"endpoints": "db", "username": "u", "password": PASSWORD})
     _, result = _run(relation, leader=False)
 
-    assert result.state is DatabaseState.COMPLETE
+    assert result.config is not None
+    assert result.config.backend == "postgresql"
 
 
 @pytest.mark.parametrize(
@@ -221,7 +222,7 @@ def test_non_leader_reads_complete_data_too():
 def test_incomplete_data_waits(remote_app_data: dict[str, str], caplog: pytest.LogCaptureFixture):
     _, result = _run(_pg(remote_app_data))
 
-    assert result == DatabaseInput(DatabaseState.INCOMPLETE, None)
+    assert result == DatabaseInput(None)
     _assert_no_password(caplog)
 
 
@@ -230,7 +231,7 @@ def test_invalid_port_waits(port: str, caplog: pytest.LogCaptureFixture):
     relation = _pg({"endpoints": f"db:{port}", "username": "u", "password": PASSWORD})
     _, result = _run(relation)
 
-    assert result.state is DatabaseState.INCOMPLETE
+    assert result.config is None
     assert any(
         record.levelno == logging.WARNING and "port" in record.getMessage()
         for record in caplog.records
@@ -244,7 +245,7 @@ def test_unknown_secret_waits_and_warns_with_its_id(caplog: pytest.LogCaptureFix
     )
     _, result = _run(relation)
 
-    assert result.state is DatabaseState.INCOMPLETE
+    assert result.config is None
     warnings = [r.getMessage() for r in caplog.records if r.levelno == logging.WARNING]
     assert any(secret_id in message for message in warnings)
     _assert_no_password(caplog)
@@ -255,7 +256,7 @@ def test_secret_missing_a_key_waits_and_warns(caplog: pytest.LogCaptureFixture):
     relation = _pg({"endpoints": "db:5432", "secret-user": secret.id})
     _, result = _run(relation, secrets=(secret,))
 
-    assert result.state is DatabaseState.INCOMPLETE
+    assert result.config is None
     warnings = [r.getMessage() for r in caplog.records if r.levelno == logging.WARNING]
     assert any(secret.id in message and "password" in message for message in warnings)
     _assert_no_password(caplog)
@@ -288,7 +289,8 @@ def test_first_endpoint_gives_host_and_port(endpoints: str, host: str, port: int
     relation = _pg({"endpoints": endpoints, "username": "u", "password": PASSWORD})
     _, result = _run(relation)
 
-    assert result.state is DatabaseState.COMPLETE
+    assert result.config is not None
+    assert result.config.backend == "postgresql"
     assert result.config is not None
     assert (result.config.host, result.config.port) == (host, port)
 
