@@ -14,11 +14,13 @@ from collections.abc import Sequence
 
 import ops
 
+import actions
 import cos
 import database
 import ingress
 import leadership
 import provider_record
+import removal
 import secrets_store
 import teardown
 import workload
@@ -37,7 +39,6 @@ from garm_api import (
 from garm_chain import run_chain
 from garm_template import CharmedTemplateError
 from notices import Notice, blocked, summarise
-from scaleset_status import format_scaleset_table, read_status_rows
 from telemetry import traced
 
 logger = logging.getLogger(__name__)
@@ -55,15 +56,7 @@ WAITING_READY = "Waiting for GARM to become ready"
 WAITING_CONFIGURATOR = "Waiting for garm-configurator relation"
 SYNC_FAILED = "GARM sync failed"
 ADMIN_REJECTED = "GARM rejected the admin credentials"
-DATABASE_LOGIN_REFUSED = (
-    "PostgreSQL refused GARM's login: check the credentials of the postgresql relation"
-)
 STANDBY = "standby; GARM runs on the leader unit"
-CLEANUP_ON_REMOVE = "cleanup-on-remove"
-REMOVAL_UNREACHABLE = (
-    "GARM is not reachable, so its scale sets cannot be removed; retry the hook once it runs, "
-    "or set cleanup-on-remove=false to leave them"
-)
 
 
 class GarmCharm(ops.CharmBase):
@@ -106,7 +99,7 @@ class GarmCharm(ops.CharmBase):
     # --- events ------------------------------------------------------------------------------
 
     def _on_reconcile_event(self, _: ops.EventBase) -> None:
-        if self._application_removed():
+        if removal.application_removed(self.app):
             # GARM keeps its plan and providers until the stop hook has cleaned up (ADR 0006).
             logger.info("The application is being removed: not reconciling")
             return
@@ -123,96 +116,29 @@ class GarmCharm(ops.CharmBase):
 
     def _on_collect_unit_status(self, event: ops.CollectStatusEvent) -> None:
         if self._status is not None:
-            event.add_status(self._unit_status(self._status))
+            event.add_status(_with_problems(self._status, self._problems, self._blocked_input))
 
     def _on_collect_app_status(self, event: ops.CollectStatusEvent) -> None:
         # Only the leader gets this event; the app shows what the leader's unit shows.
         if self._status is not None:
-            event.add_status(self._unit_status(self._status))
+            event.add_status(_with_problems(self._status, self._problems, self._blocked_input))
         if self._units_blocked is not None:
             event.add_status(self._units_blocked)
 
-    def _unit_status(self, status: ops.StatusBase) -> ops.StatusBase:
-        """Add the input-problem summary to whatever status the pass decided."""
-        if not self._problems:
-            return status
-        message = "; ".join(part for part in (status.message, self._problems) if part)
-        if self._blocked_input and isinstance(status, ops.ActiveStatus):
-            # Only the configurator's operator can settle a conflict: say so in the status.
-            return ops.BlockedStatus(message)
-        return type(status)(message) if not isinstance(status, ops.UnknownStatus) else status
-
     def _on_get_credentials_action(self, event: ops.ActionEvent) -> None:
-        try:
-            admin = secrets_store.read_admin_credentials(self.model)
-        except secrets_store.SecretsUnavailableError:
-            event.fail("The GARM admin credentials are not available yet; try again later.")
-            return
-        event.set_results(
-            {
-                "username": admin.username,
-                "password": admin.password,
-                "email": admin.email,
-                "full-name": admin.full_name,
-            }
-        )
+        actions.get_credentials(self.model, event)
 
     def _on_scaleset_status_action(self, event: ops.ActionEvent) -> None:
-        if not self.unit.is_leader():
-            event.fail("GARM runs on the leader unit only: run this action on the leader.")
-            return
-        try:
-            admin = secrets_store.read_admin_credentials(self.model)
-        except secrets_store.SecretsUnavailableError:
-            event.fail("GARM is not bootstrapped yet: its admin credentials do not exist.")
-            return
-        state = CharmState.from_charm(self)
-        try:
-            with GarmClient(self.garm_api_url) as client:
-                client.login(admin.username, admin.password)
-                rows = read_status_rows(client, state.scalesets)
-        except GarmApiError as exc:
-            event.fail(f"Cannot read scale sets from GARM ({type(exc).__name__}).")
-            return
-        event.set_results({"scalesets": format_scaleset_table(rows), "count": len(rows)})
-
-    # --- removal (ADR 0006) ------------------------------------------------------------------
-
-    def _application_removed(self) -> bool:
-        """Tell whether every unit is going away: removal, not a pod restart or scale-down."""
-        return self.app.planned_units() == 0
+        actions.scaleset_status(self, event, self.garm_api_url)
 
     def _on_stop(self, _: ops.StopEvent) -> None:
-        """On application removal, the leader deletes from GARM what the charm created there."""
-        if not self.unit.is_leader() or not self._application_removed():
-            return
-        if not self.config.get(CLEANUP_ON_REMOVE, True):
-            logger.warning(
-                "%s is false: leaving GARM's scale sets, entities and credentials in place",
-                CLEANUP_ON_REMOVE,
-            )
-            return
-        try:
-            admin = secrets_store.read_admin_credentials(self.model)
-        except secrets_store.SecretsUnavailableError:
-            logger.info("GARM was never bootstrapped: nothing to remove from it")
-            return
-        if not self.unit.get_container(workload.CONTAINER_NAME).can_connect():
-            raise teardown.TeardownError(f"{REMOVAL_UNREACHABLE} (the garm container is down)")
-        with GarmClient(self.garm_api_url) as client:
-            try:
-                initialised = client.wait_for_ready(timeout=self.ready_timeout)
-            except GarmConnectionError as exc:
-                raise teardown.TeardownError(REMOVAL_UNREACHABLE) from exc
-            if not initialised:
-                logger.info("GARM was never initialised: nothing to remove from it")
-                return
-            logger.info("The application is being removed: deleting what the charm put in GARM")
-            client.login(admin.username, admin.password)
-            result = teardown.remove_managed(
-                client, timeout=self.teardown_timeout, poll_interval=self.teardown_poll_interval
-            )
-        logger.info("GARM cleaned up for removal in %d sweep(s)", result.passes)
+        removal.clean_up(
+            self,
+            api_url=self.garm_api_url,
+            ready_timeout=self.ready_timeout,
+            timeout=self.teardown_timeout,
+            poll_interval=self.teardown_poll_interval,
+        )
 
     # --- the reconcile pass ------------------------------------------------------------------
 
@@ -333,7 +259,7 @@ class GarmCharm(ops.CharmBase):
     ) -> list[ScaleSet] | None:
         try:
             client.login(admin.username, admin.password)
-            self._ensure_controller_urls(client)
+            _ensure_controller_urls(self, client)
         except GarmUnauthorizedError:
             logger.error("GARM refused the admin credentials from secret garm-admin-credentials")
             self._status = ops.BlockedStatus(ADMIN_REJECTED)
@@ -363,46 +289,41 @@ class GarmCharm(ops.CharmBase):
             return ops.BlockedStatus(message)
         return ops.ActiveStatus(message)
 
-    @traced("reconcile.controller_urls")
-    def _ensure_controller_urls(self, client: GarmClient) -> None:
-        urls = ingress.controller_urls(ingress.external_base_url(self))
-        current = client.get_controller()
-        if current.version:
-            # Read from the running GARM, never assumed (juju status: workload version).
-            self.unit.set_workload_version(current.version)
-        wanted = dataclasses.asdict(urls)
-        if all(getattr(current, key) == value for key, value in wanted.items()):
-            logger.debug("GARM controller URLs are up to date")
-            return
-        logger.info("Setting GARM controller URLs to base %s", urls.metadata_url)
-        client.update_controller(**wanted)
-
     def _not_answering_status(self) -> ops.StatusBase:
-        """Say why GARM does not answer when the database is why.
-
-        On PostgreSQL, GARM exits at start when the server refuses its login, and only GARM's
-        own output, which the charm cannot read, says so. The charm therefore tries the same
-        login with the credentials of the plan GARM runs with (``database.probe_login``): a
-        refusal blocks with :data:`DATABASE_LOGIN_REFUSED` until the relation data changes.
-        Anything else keeps the plain wait. Nothing is written to GARM either way.
-        """
         container = self.unit.get_container(workload.CONTAINER_NAME)
-        db = workload.planned_database(container)
-        if db is None or db.backend != "postgresql":
-            return ops.WaitingStatus(WAITING_READY)
-        if database.probe_login(db) is not database.LoginProbe.REFUSED:
-            return ops.WaitingStatus(WAITING_READY)
-        logger.error(
-            "PostgreSQL at %s:%d refused the login of user %s: GARM cannot start",
-            db.host,
-            db.port,
-            db.username,
-        )
-        return ops.BlockedStatus(DATABASE_LOGIN_REFUSED)
+        refused = database.login_refused_status(workload.planned_database(container))
+        return refused or ops.WaitingStatus(WAITING_READY)
 
     def _fail_sync(self, exc: GarmApiError) -> None:
         logger.warning("Reconcile failed (%s): %s; will retry", type(exc).__name__, exc)
         self._status = ops.WaitingStatus(SYNC_FAILED)
+
+
+def _with_problems(status: ops.StatusBase, problems: str, blocked_input: bool) -> ops.StatusBase:
+    """Add the input-problem summary to whatever status the pass decided."""
+    if not problems:
+        return status
+    message = "; ".join(part for part in (status.message, problems) if part)
+    if blocked_input and isinstance(status, ops.ActiveStatus):
+        # Only the configurator's operator can settle a conflict: say so in the status.
+        return ops.BlockedStatus(message)
+    return type(status)(message) if not isinstance(status, ops.UnknownStatus) else status
+
+
+@traced("reconcile.controller_urls")
+def _ensure_controller_urls(charm: ops.CharmBase, client: GarmClient) -> None:
+    """Set GARM's controller URLs when they differ, and show GARM's version on the unit."""
+    urls = ingress.controller_urls(ingress.external_base_url(charm))
+    current = client.get_controller()
+    if current.version:
+        # Read from the running GARM, never assumed (juju status: workload version).
+        charm.unit.set_workload_version(current.version)
+    wanted = dataclasses.asdict(urls)
+    if all(getattr(current, key) == value for key, value in wanted.items()):
+        logger.debug("GARM controller URLs are up to date")
+        return
+    logger.info("Setting GARM controller URLs to base %s", urls.metadata_url)
+    client.update_controller(**wanted)
 
 
 def _reconcile_events(on: ops.CharmEvents) -> list[ops.BoundEvent]:

@@ -44,6 +44,9 @@ __all__ = [
 logger = logging.getLogger(__name__)
 
 POSTGRESQL_RELATION = "postgresql"
+DATABASE_LOGIN_REFUSED = (
+    "PostgreSQL refused GARM's login: check the credentials of the postgresql relation"
+)
 REQUESTED_SECRETS = ("username", "password")
 
 
@@ -385,3 +388,27 @@ def probe_login(config: DatabaseConfig, timeout: float = PROBE_TIMEOUT) -> Login
         return LoginProbe.UNKNOWN
     finally:
         conn.close()
+
+
+def login_refused_status(planned: DatabaseConfig | None) -> ops.StatusBase | None:
+    """Say when the database is why GARM does not answer; None when it is not.
+
+    On PostgreSQL, GARM exits at start when the server refuses its login, and only GARM's own
+    output, which the charm cannot read, says so. The charm therefore tries the same login with
+    the credentials of the plan GARM runs with (:func:`probe_login`): a refusal blocks with
+    :data:`DATABASE_LOGIN_REFUSED` until the relation data changes. Nothing is written anywhere.
+
+    Args:
+        planned: the database of the plan GARM runs with, if any.
+    """
+    if planned is None or planned.backend != "postgresql":
+        return None
+    if probe_login(planned) is not LoginProbe.REFUSED:
+        return None
+    logger.error(
+        "PostgreSQL at %s:%d refused the login of user %s: GARM cannot start",
+        planned.host,
+        planned.port,
+        planned.username,
+    )
+    return ops.BlockedStatus(DATABASE_LOGIN_REFUSED)

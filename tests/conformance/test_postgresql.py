@@ -18,7 +18,7 @@ import ops
 import pytest
 from ops import testing
 
-import charm
+import database
 from tests.charm_driver import CharmDriver, configurator, planned_providers
 from tests.log_secrets import register_secret
 from tests.real_garm.harness import SKIP_REASON as GARM_SKIP_REASON
@@ -180,9 +180,9 @@ def test_wrong_password_blocks_with_the_refusal_and_deletes_nothing(
         print(f"  Unit  garm/0* {state.unit_status.name} {state.unit_status.message}")
 
         assert garm.start_failure is not None  # GARM exited at start
-        assert state.unit_status == ops.BlockedStatus(charm.DATABASE_LOGIN_REFUSED)
+        assert state.unit_status == ops.BlockedStatus(database.DATABASE_LOGIN_REFUSED)
         state = backend.driver.run(backend.driver.ctx.on.update_status())
-        assert state.unit_status == ops.BlockedStatus(charm.DATABASE_LOGIN_REFUSED)
+        assert state.unit_status == ops.BlockedStatus(database.DATABASE_LOGIN_REFUSED)
         # Nothing deleted: GARM's database, the provider record and the cloud are as they were.
         assert garm_rows(postgres, "scale_sets") == scalesets
         assert garm_rows(postgres, "instances") == runners

@@ -108,7 +108,7 @@ def run_pebble_ready(tmp_path: Path, relations: set[testing.Relation]) -> testin
 def test_refused_login_blocks_with_the_database_status(tmp_path: Path, code: str):
     with FakePostgres(code) as server:
         state = run_pebble_ready(tmp_path, {postgresql_relation(server.port)})
-    assert state.unit_status == ops.BlockedStatus(charm.DATABASE_LOGIN_REFUSED)
+    assert state.unit_status == ops.BlockedStatus(database.DATABASE_LOGIN_REFUSED)
     assert server.logins >= 1
 
 

@@ -1,0 +1,52 @@
+"""The charm's actions: ``get-credentials`` and ``scaleset-status``.
+
+Each handler reads what it needs and answers through the action event; none writes to GARM or
+changes the charm's status. Knows Juju (the event, the model) and reads GARM through the client.
+"""
+
+from __future__ import annotations
+
+import ops
+
+import secrets_store
+from charm_state import CharmState
+from garm_api import GarmApiError, GarmClient
+from scaleset_status import format_scaleset_table, read_status_rows
+
+
+def get_credentials(model: ops.Model, event: ops.ActionEvent) -> None:
+    """Answer with GARM's admin credentials, the one place a secret may be returned."""
+    try:
+        admin = secrets_store.read_admin_credentials(model)
+    except secrets_store.SecretsUnavailableError:
+        event.fail("The GARM admin credentials are not available yet; try again later.")
+        return
+    event.set_results(
+        {
+            "username": admin.username,
+            "password": admin.password,
+            "email": admin.email,
+            "full-name": admin.full_name,
+        }
+    )
+
+
+def scaleset_status(charm: ops.CharmBase, event: ops.ActionEvent, api_url: str) -> None:
+    """Answer with the table of live scale set generations, read from GARM on the leader."""
+    if not charm.unit.is_leader():
+        event.fail("GARM runs on the leader unit only: run this action on the leader.")
+        return
+    try:
+        admin = secrets_store.read_admin_credentials(charm.model)
+    except secrets_store.SecretsUnavailableError:
+        event.fail("GARM is not bootstrapped yet: its admin credentials do not exist.")
+        return
+    state = CharmState.from_charm(charm)
+    try:
+        with GarmClient(api_url) as client:
+            client.login(admin.username, admin.password)
+            rows = read_status_rows(client, state.scalesets)
+    except GarmApiError as exc:
+        event.fail(f"Cannot read scale sets from GARM ({type(exc).__name__}).")
+        return
+    event.set_results({"scalesets": format_scaleset_table(rows), "count": len(rows)})

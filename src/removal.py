@@ -1,0 +1,73 @@
+"""What the leader does in ``stop`` when the whole application is removed (ADR 0006).
+
+It deletes from GARM what the charm created there (:func:`teardown.remove_managed`), unless
+the operator set ``cleanup-on-remove`` to false, and fails the hook with a message naming what
+blocks it. Knows Juju (the charm's model) and GARM (through the client).
+"""
+
+from __future__ import annotations
+
+import logging
+
+import ops
+
+import secrets_store
+import teardown
+import workload
+from garm_api import GarmClient, GarmConnectionError
+
+logger = logging.getLogger(__name__)
+
+CLEANUP_ON_REMOVE = "cleanup-on-remove"
+REMOVAL_UNREACHABLE = (
+    "GARM is not reachable, so its scale sets cannot be removed; retry the hook once it runs, "
+    "or set cleanup-on-remove=false to leave them"
+)
+
+
+def application_removed(app: ops.Application) -> bool:
+    """Tell whether every unit is going away: removal, not a pod restart or scale-down."""
+    return app.planned_units() == 0
+
+
+def clean_up(
+    charm: ops.CharmBase,
+    *,
+    api_url: str,
+    ready_timeout: float,
+    timeout: float,
+    poll_interval: float,
+) -> None:
+    """On application removal, the leader deletes from GARM what the charm created there.
+
+    Raises:
+        teardown.TeardownError: GARM cannot be reached, or busy runners still hold scale sets
+            when ``timeout`` runs out (the message names them and the commands that finish).
+    """
+    if not charm.unit.is_leader() or not application_removed(charm.app):
+        return
+    if not charm.config.get(CLEANUP_ON_REMOVE, True):
+        logger.warning(
+            "%s is false: leaving GARM's scale sets, entities and credentials in place",
+            CLEANUP_ON_REMOVE,
+        )
+        return
+    try:
+        admin = secrets_store.read_admin_credentials(charm.model)
+    except secrets_store.SecretsUnavailableError:
+        logger.info("GARM was never bootstrapped: nothing to remove from it")
+        return
+    if not charm.unit.get_container(workload.CONTAINER_NAME).can_connect():
+        raise teardown.TeardownError(f"{REMOVAL_UNREACHABLE} (the garm container is down)")
+    with GarmClient(api_url) as client:
+        try:
+            initialised = client.wait_for_ready(timeout=ready_timeout)
+        except GarmConnectionError as exc:
+            raise teardown.TeardownError(REMOVAL_UNREACHABLE) from exc
+        if not initialised:
+            logger.info("GARM was never initialised: nothing to remove from it")
+            return
+        logger.info("The application is being removed: deleting what the charm put in GARM")
+        client.login(admin.username, admin.password)
+        result = teardown.remove_managed(client, timeout=timeout, poll_interval=poll_interval)
+    logger.info("GARM cleaned up for removal in %d sweep(s)", result.passes)
