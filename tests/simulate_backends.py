@@ -13,11 +13,12 @@ small surface:
   the runner busy directly; with real GARM the job is queued in the GitHub stand-in, GARM
   acquires it, the stand-in starts it on one of GARM's idle runners and GARM marks that runner
   busy from the Actions message queue; completing it makes GARM delete the ephemeral runner;
-- after ``finish_job`` of a runner whose scale set the charm already disabled: the emulator's
-  GARM marks the runner ``pending_delete`` at once. Real GARM does not: it stops a scale set's
-  message listener when the scale set is disabled (measured: it deletes its Actions session and
-  polls no more), so the JobCompleted message never reaches it and the runner stays
-  ``running``/``active``. What frees the runner then is the charm's own rule that a job showing
+- after ``finish_job`` of a runner whose scale set the charm already disabled: GARM stops a
+  scale set's message listener when the scale set is disabled (measured: it deletes its Actions
+  session and polls no more), so the JobCompleted message never reaches it and the runner stays
+  ``running``/``active`` until GARM's runner consolidation (every five minutes) notices. The
+  emulator models that: its clock moves five minutes, said in the output. Real GARM is not
+  waited for that long here: what frees the runner is the charm's own rule that a job showing
   no change for ``MAX_JOB_RUNTIME`` (5 days) no longer protects its runner; the real backend
   waits a bounded time for GARM, says what it saw, and moves the *charm's* clock (the clock of
   :mod:`scaleset_reconciler`) past that limit for the rest of the story, the real equivalent of
@@ -51,7 +52,7 @@ from ops import testing
 import scaleset_reconciler
 import scaleset_runners
 from tests.charm_driver import CharmDriver, base_state
-from tests.garm_emulator import GarmEmulator
+from tests.garm_emulator import CONSOLIDATION_INTERVAL, GarmEmulator
 from tests.github_standin import GitHubStandin
 from tests.real_garm.harness import SKIP_REASON, GarmStartError, RealGarm, garm_binary
 
@@ -214,9 +215,15 @@ class EmulatorGarm:
         return busy
 
     def finish_job(self, scaleset_name: str, runner_name: str) -> None:
-        """The job ends; the emulator puts the ephemeral runner in ``pending_delete``."""
-        del scaleset_name
+        """The job ends; on a disabled scale set GARM hears of it in its consolidation loop."""
+        scaleset = self.emulator.scaleset_by_name(scaleset_name)
         self.emulator.finish_job(runner_name)
+        if scaleset is not None and not scaleset.get("enabled"):
+            print(
+                "  (GARM no longer listens to this disabled scale set: its consolidation loop"
+                f" notices the job end; the simulated clock moves {CONSOLIDATION_INTERVAL})"
+            )
+            self.emulator.advance(CONSOLIDATION_INTERVAL)
 
 
 class RealStoryGarm:

@@ -41,6 +41,9 @@ Choices where GARM's behaviour is not pinned by the spec (keep tests honest abou
   scale, and pending deletes stay with ``provider_fault`` set.
 * Organization and repository names match case-insensitively (GARM's NOCASE collation).
 * The credentials list does not nest the entities using each credential.
+* A job that ends on a disabled scale set is noticed only after ``CONSOLIDATION_INTERVAL`` of
+  simulated time: real GARM stops listening to a disabled scale set's messages and finds such
+  jobs in its runner consolidation loop.
 """
 
 from .server import (
@@ -49,11 +52,18 @@ from .server import (
     GarmEmulator,
     RecordedRequest,
 )
-from .state import SYSTEM_TEMPLATE_BODY, SYSTEM_TEMPLATE_ID, SYSTEM_TEMPLATE_NAME, ApiError
+from .state import (
+    CONSOLIDATION_INTERVAL,
+    SYSTEM_TEMPLATE_BODY,
+    SYSTEM_TEMPLATE_ID,
+    SYSTEM_TEMPLATE_NAME,
+    ApiError,
+)
 from .wire import RESPONSE_STRUCTS, to_wire
 
 __all__ = [
     "API_PREFIX",
+    "CONSOLIDATION_INTERVAL",
     "DEFAULT_ADMIN_PASSWORD",
     "RESPONSE_STRUCTS",
     "SYSTEM_TEMPLATE_BODY",

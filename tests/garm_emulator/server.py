@@ -649,12 +649,19 @@ class GarmEmulator:
             self.state.set_job(inst, "in_progress")
 
     def finish_job(self, instance_name: str) -> None:
-        """The runner's job ends; the ephemeral runner goes ``pending_delete``."""
+        """The runner's job ends; the ephemeral runner goes ``pending_delete``.
+
+        On a disabled scale set GARM does not hear it at once: it stops a disabled scale set's
+        message listener, and only its runner consolidation (every few minutes) notices, so the
+        runner stays busy until :data:`~.state.CONSOLIDATION_INTERVAL` of simulated time passed.
+        """
         with self.state.lock:
             inst = self._inst(instance_name)
-            self.state.set_job(inst, "completed", conclusion="success")
-            inst.runner_status = "terminated"
-            inst.status = "pending_delete"
+            row = self.state.scalesets.get(inst.scaleset_id)
+            if row is not None and not row.enabled:
+                inst.unheard_job_end = self.state.now
+                return
+            self.state.end_job(inst)
 
     def set_github_unauthorized(self, instance_name: str, unauthorized: bool = True) -> None:
         """Make GitHub answer 401 when GARM deregisters this runner (until bypassed)."""

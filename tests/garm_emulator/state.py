@@ -14,7 +14,7 @@ import re
 import threading
 import uuid
 from dataclasses import dataclass, field
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from typing import Any
 from urllib.parse import urlsplit
 
@@ -50,6 +50,9 @@ SYSTEM_TEMPLATE_BODY = (
 # What GARM answers when a scale set names a template it cannot use.
 NO_SUITABLE_TEMPLATE = "failed to find suitable template: "
 DEFAULT_ENDPOINT = "github.com"
+# GARM stops listening to a disabled scale set's Actions messages (measured); its runner
+# consolidation loop, which runs every five minutes, is what notices a job that ended then.
+CONSOLIDATION_INTERVAL = timedelta(minutes=5)
 DEFAULT_RUNNER_GROUP = "Default"
 # First-run checks measured on GARM: a plain address (no display name, quotes, brackets or
 # blanks; dot-separated domain labels) and a username of at most 64 letters or digits.
@@ -187,6 +190,8 @@ class InstanceRow:
     provider_fault: bytes | None = None
     job: dict[str, Any] | None = None
     github_unauthorized: bool = False
+    # When the job ended without GARM hearing it (its scale set was disabled).
+    unheard_job_end: datetime | None = None
 
 
 @dataclass
@@ -1172,8 +1177,16 @@ class GarmState:
     def provider_loaded(self, row: ScaleSetRow | None) -> bool:
         return row is not None and row.provider_name in self.providers
 
+    def end_job(self, inst: InstanceRow) -> None:
+        """GARM learns that the runner's job ended: the ephemeral runner goes away."""
+        self.set_job(inst, "completed", conclusion="success")
+        inst.runner_status = "terminated"
+        inst.status = "pending_delete"
+        inst.unheard_job_end = None
+
     def tick(self) -> None:
         """One pass of GARM's workers: finish deletes, boot runners, scale each scale set."""
+        self._consolidate()
         self._finish_deletes()
         self._boot_pending()
         for row in sorted(self.scalesets.values(), key=lambda r: r.id):
@@ -1181,6 +1194,13 @@ class GarmState:
                 continue
             self._scale_up(row)
             self._scale_down(row)
+
+    def _consolidate(self) -> None:
+        # GARM's runner consolidation finds the jobs that ended while nobody listened.
+        for inst in self.instances.values():
+            ended = inst.unheard_job_end
+            if ended is not None and self.now - ended >= CONSOLIDATION_INTERVAL:
+                self.end_job(inst)
 
     def _finish_deletes(self) -> None:
         for inst in list(self.instances.values()):

@@ -23,7 +23,7 @@ from tests.charm_driver import (
     planned_env,
     planned_providers,
 )
-from tests.garm_emulator import GarmEmulator
+from tests.garm_emulator import CONSOLIDATION_INTERVAL, GarmEmulator
 
 
 @pytest.fixture
@@ -449,7 +449,8 @@ def test_departed_configurator_provider_kept_until_scaleset_gone(
     assert "cfg-b-0" in planned_providers(out)
     assert "cfg-b-0" in garm.providers
     garm.finish_job(runner)
-    garm.advance(timedelta(seconds=30))
+    # The scale set is disabled: GARM notices the job end in its consolidation loop only.
+    garm.advance(CONSOLIDATION_INTERVAL)
     for _ in range(3):
         out = driver.run(driver.ctx.on.update_status())
         garm.advance(timedelta(seconds=30))

@@ -38,7 +38,12 @@ from scaleset_retirement import DRAIN_DEADLINE, Handover, ScalesetProgress
 from scaleset_runners import MAX_JOB_RUNTIME
 from scaleset_status import format_scaleset_table, scaleset_status_rows
 from status import progress_message
-from tests.garm_emulator import SYSTEM_TEMPLATE_BODY, SYSTEM_TEMPLATE_ID, GarmEmulator
+from tests.garm_emulator import (
+    CONSOLIDATION_INTERVAL,
+    SYSTEM_TEMPLATE_BODY,
+    SYSTEM_TEMPLATE_ID,
+    GarmEmulator,
+)
 from tests.garm_emulator.state import ScaleSetRow
 from tests.rsa_keys import pkcs1_pem
 from tests.unit.conftest import ADMIN_PASSWORD, ADMIN_USERNAME, EMULATOR_PROVIDERS
@@ -635,6 +640,13 @@ def test_busy_runner_holds_the_predecessor_until_its_job_ends(
         assert result.progress == [ScalesetProgress("my-scaleset", LIVE, NEW_LIVE, 1)]
     assert calls(garm, "DELETE", r"/instances/.*") == []
     garm.finish_job(runner)
+    # GARM does not listen to a disabled scale set: the runner stays busy until its
+    # consolidation loop notices the job ended.
+    settle(garm, 1)
+    assert reconciler.reconcile([changed]).progress == [
+        ScalesetProgress("my-scaleset", LIVE, NEW_LIVE, 1)
+    ]
+    garm.advance(CONSOLIDATION_INTERVAL)
     settle(garm, 1)
     assert reconciler.reconcile([changed]).progress == []
     assert names(garm) == {NEW_LIVE}
@@ -696,6 +708,7 @@ def test_two_label_changes_mid_drain_retire_both(
     assert progress_message(second.progress).startswith("my-scaleset: draining")
 
     garm.finish_job(garm.instances(LIVE)[0]["name"])
+    garm.advance(CONSOLIDATION_INTERVAL)  # GARM notices the job end on a disabled scale set
     for _ in range(3):
         settle(garm)
         last = reconciler.reconcile([third_spec])
