@@ -20,6 +20,7 @@ from github_reconciler import CredentialReconciler
 from notices import Notice, Severity
 from scaleset_reconciler import ScalesetReconciler
 from status import progress_notices
+from telemetry import tracer
 
 logger = logging.getLogger(__name__)
 
@@ -54,18 +55,26 @@ def run_chain(client: GarmClient, state: CharmState) -> ChainResult:
         GarmApiError: GARM is unreachable, refused the token, or answered a listing wrongly.
     """
     held = state.held
-    credentials = CredentialReconciler(client)
-    credentials.ensure(state.credentials, held=held.credentials)
-    entities = EntityReconciler(client, credentials.listed)
-    entities.ensure(state.entities, missing_credentials=credentials.missing, held=held.entities)
-    template_id = apply_charmed_template(client, state.debug_ssh)
+    spans = tracer()
+    with spans.start_as_current_span("reconcile.credentials"):
+        credentials = CredentialReconciler(client)
+        credentials.ensure(state.credentials, held=held.credentials)
+    with spans.start_as_current_span("reconcile.entities"):
+        entities = EntityReconciler(client, credentials.listed)
+        entities.ensure(
+            state.entities, missing_credentials=credentials.missing, held=held.entities
+        )
+    with spans.start_as_current_span("reconcile.template"):
+        template_id = apply_charmed_template(client, state.debug_ssh)
     specs = [dataclasses.replace(s, template_id=template_id) for s in state.scalesets]
-    result = ScalesetReconciler(client).reconcile(
-        specs, prune=state.prune, held=held.scalesets, held_apps=held.apps
-    )
+    with spans.start_as_current_span("reconcile.scalesets"):
+        result = ScalesetReconciler(client).reconcile(
+            specs, prune=state.prune, held=held.scalesets, held_apps=held.apps
+        )
     if state.prune:
-        in_use = entities.prune(state.entities, result.live, held=held.entities)
-        credentials.prune(state.credentials, in_use, held=held.credentials)
+        with spans.start_as_current_span("reconcile.deletions"):
+            in_use = entities.prune(state.entities, result.live, held=held.entities)
+            credentials.prune(state.credentials, in_use, held=held.credentials)
     notices = [
         *credentials.notices,
         *entities.notices,

@@ -18,7 +18,7 @@ from ops import testing
 import cos_logging
 import workload
 from garm_api import path_template
-from tests.charm_driver import CharmDriver, base_state
+from tests.charm_driver import CharmDriver, base_state, configurator
 from tests.garm_emulator import GarmEmulator
 from tests.log_secrets import SECRET_VALUES
 
@@ -371,6 +371,22 @@ def test_reconcile_steps_and_garm_calls_are_spans_without_values(
     ]
     leaked = [secret for secret in SECRET_VALUES if any(secret in text for text in texts)]
     assert not leaked
+
+
+def test_each_step_of_the_chain_is_a_span(garm: GarmEmulator, tmp_path: Path):
+    driver = CharmDriver(garm, base_state(tmp_path))
+    driver.run(driver.ctx.on.install())
+    driver.add_configurator(configurator("cfg-a", relation_id=1))
+    names = [span.name for span in driver.ctx.trace_data]
+    for step in (
+        "reconcile.chain",
+        "reconcile.credentials",
+        "reconcile.entities",
+        "reconcile.template",
+        "reconcile.scalesets",
+        "reconcile.deletions",
+    ):
+        assert step in names
 
 
 @pytest.mark.parametrize(
