@@ -29,6 +29,7 @@ from garm_api import (
     UpdateScaleSetParams,
 )
 from tests.conformance.conftest import ADMIN_PASSWORD, ADMIN_USERNAME, PROVIDER_NAME, Garm
+from tests.conformance.payloads import scaleset_body
 from tests.github_standin import GitHubStandin
 from tests.rsa_keys import pkcs1_pem
 
@@ -55,20 +56,8 @@ def app_credential(name: str, description: str = MARKER, index: int = 0) -> Crea
 
 
 def scaleset_params(name: str, **overrides: Any) -> CreateScaleSetParams:
-    values: dict[str, Any] = {
-        "name": name,
-        "provider_name": PROVIDER_NAME,
-        "image": "ubuntu-24.04",
-        "flavor": "small",
-        "os_type": "linux",
-        "os_arch": "amd64",
-        "max_runners": 2,
-        "min_idle_runners": 0,
-        "enabled": True,
-        "labels": ["x64", "linux"],
-    }
-    values.update(overrides)
-    return CreateScaleSetParams(**values)
+    values = {"enabled": True, "labels": ["x64", "linux"], **overrides}
+    return CreateScaleSetParams(**scaleset_body(name, **values))
 
 
 def jwt_claims(token: str) -> dict[str, Any]:

@@ -16,7 +16,8 @@ from typing import Any
 import httpx
 import pytest
 
-from tests.conformance.conftest import ADMIN_PASSWORD, ADMIN_USERNAME, PROVIDER_NAME, Garm
+from tests.conformance.conftest import ADMIN_PASSWORD, ADMIN_USERNAME, Garm
+from tests.conformance.payloads import scaleset_body
 from tests.rsa_keys import pkcs1_pem
 
 WEBHOOK_SECRET = "ef" * 32
@@ -44,21 +45,6 @@ def mismatch(what: str, selected: str, wanted: str) -> str:
         f"{NO_SUITABLE}selected template {what} type ({selected}) and pool {what} type"
         f" ({wanted}) do not match"
     )
-
-
-def scaleset_body(name: str, **overrides: Any) -> dict[str, Any]:
-    return {
-        "name": name,
-        "provider_name": PROVIDER_NAME,
-        "image": "ubuntu-24.04",
-        "flavor": "small",
-        "os_type": "linux",
-        "os_arch": "amd64",
-        "max_runners": 2,
-        "min_idle_runners": 0,
-        "enabled": False,
-        **overrides,
-    }
 
 
 @pytest.fixture

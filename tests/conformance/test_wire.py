@@ -17,7 +17,8 @@ from typing import Any
 import httpx
 import pytest
 
-from tests.conformance.conftest import ADMIN_PASSWORD, ADMIN_USERNAME, PROVIDER_NAME, Garm
+from tests.conformance import payloads
+from tests.conformance.conftest import ADMIN_PASSWORD, ADMIN_USERNAME, Garm
 from tests.github_standin import GitHubStandin
 from tests.rsa_keys import pkcs1_pem, pkcs8_pem
 
@@ -241,19 +242,7 @@ def test_endpoint_repointing_and_app_key_checks(
 
 
 def scaleset_body(name: str, **overrides: Any) -> dict[str, Any]:
-    return {
-        "name": name,
-        "provider_name": PROVIDER_NAME,
-        "image": "ubuntu-24.04",
-        "flavor": "small",
-        "os_type": "linux",
-        "os_arch": "amd64",
-        "max_runners": 2,
-        "min_idle_runners": 0,
-        "enabled": False,
-        "labels": ["linux", "x64", "noble"],
-        **overrides,
-    }
+    return payloads.scaleset_body(name, labels=["linux", "x64", "noble"], **overrides)
 
 
 def test_scaleset_defaults_refusals_and_refused_deletes(ready_garm: Garm, github: GitHubStandin):
