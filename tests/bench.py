@@ -41,8 +41,7 @@ from ops import testing
 from scenario import mocking
 
 from tests.charm_driver import CharmDriver, Configurator, base_state, configurator
-from tests.conformance.backends import ProxiedEmulator
-from tests.garm_emulator import GarmEmulator
+from tests.conformance.backends import proxied_emulator
 from tests.github_standin import GitHubStandin
 from tests.real_garm.harness import SKIP_REASON, RealGarm, garm_binary
 from tests.real_garm.proxy import LOGIN_PATH, RecordedCall
@@ -197,11 +196,8 @@ def measure(
 def started(backend: str, workdir: Path) -> Iterator[Any]:
     """A GARM of ``backend`` behind a recording proxy, with nothing in it."""
     if backend == EMULATOR:
-        proxied = ProxiedEmulator(GarmEmulator(providers=[]).start())
-        try:
+        with proxied_emulator() as proxied:
             yield proxied
-        finally:
-            proxied.stop()
         return
     binary = garm_binary()
     if binary is None:

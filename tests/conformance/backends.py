@@ -10,7 +10,8 @@ knowing which GARM answered.
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
 from datetime import timedelta
 from typing import Any, Protocol, TypeVar
 
@@ -48,6 +49,16 @@ def wait_for(garm: Settles, what: str, probe: Callable[[], _T | None]) -> _T:
         if time.monotonic() > deadline:
             raise AssertionError(f"{garm.name} GARM: timed out waiting for {what}")
         garm.settle()
+
+
+@contextmanager
+def proxied_emulator(providers: Sequence[str] = ()) -> Iterator[ProxiedEmulator]:
+    """A started emulator with ``providers`` loaded, behind its proxy; both stopped after."""
+    proxied = ProxiedEmulator(GarmEmulator(providers=list(providers)).start())
+    try:
+        yield proxied
+    finally:
+        proxied.stop()
 
 
 class ProxiedEmulator:

@@ -17,8 +17,7 @@ import pytest
 import workload
 from garm_api import GarmClient
 from tests.charm_driver import CharmDriver, base_state
-from tests.conformance.backends import EMULATOR, REAL, ProxiedEmulator
-from tests.garm_emulator import GarmEmulator
+from tests.conformance.backends import EMULATOR, REAL, ProxiedEmulator, proxied_emulator
 from tests.github_standin import GitHubStandin
 from tests.log_secrets import register_secret
 from tests.real_garm.harness import (
@@ -75,11 +74,8 @@ def backend(request: pytest.FixtureRequest) -> str:
 def garm(backend: str, tmp_path: Path, request: pytest.FixtureRequest) -> Iterator[Garm]:
     """A started GARM of this run's backend, not initialised, with one provider loaded."""
     if backend == EMULATOR:
-        proxied = ProxiedEmulator(GarmEmulator(providers=[PROVIDER_NAME]).start())
-        try:
+        with proxied_emulator([PROVIDER_NAME]) as proxied:
             yield proxied
-        finally:
-            proxied.stop()
         return
     yield from _real_garm(tmp_path, request.getfixturevalue("github"))
 
@@ -124,11 +120,8 @@ def client(ready_garm: Garm) -> Iterator[GarmClient]:
 def charm_garm(backend: str, tmp_path: Path, request: pytest.FixtureRequest) -> Iterator[Garm]:
     """A GARM with nothing in it, started by the charm's first replan (real) or at once."""
     if backend == EMULATOR:
-        proxied = ProxiedEmulator(GarmEmulator(providers=[]).start())
-        try:
+        with proxied_emulator() as proxied:
             yield proxied
-        finally:
-            proxied.stop()
         return
     real = _prepared(tmp_path, request.getfixturevalue("github"))
     try:
