@@ -7,6 +7,7 @@ and the ``garm-peers`` relation carries the leader's record.
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Iterable
 from pathlib import Path
 
 import ops
@@ -60,6 +61,29 @@ def unit(
     data.mkdir(exist_ok=True)
     state = base_state(data, leader=leader, planned_units=units, **kwargs)
     return CharmDriver(garm, state, unit_id=unit_id)
+
+
+def joining_unit(
+    garm: GarmEmulator,
+    tmp_path: Path,
+    first: CharmDriver,
+    *,
+    leader: bool,
+    units: int = 2,
+    extra: Iterable[testing.Relation] = (),
+) -> CharmDriver:
+    """garm/1, seeing garm/0's peer record and the application's secrets."""
+    others = (0,) if units > 1 else ()
+    relations = {peers(*others, app_data=record(first.state)), *extra}
+    return unit(
+        garm,
+        tmp_path / "d1",
+        1,
+        leader=leader,
+        units=units,
+        relations=relations,
+        secrets=first.state.secrets,
+    )
 
 
 def deploy(driver: CharmDriver) -> testing.State:
@@ -134,15 +158,7 @@ def out_relation(driver: CharmDriver) -> testing.PeerRelation:
 def test_non_leader_on_sqlite_with_two_units_is_blocked(garm: GarmEmulator, tmp_path: Path):
     leader = unit(garm, tmp_path / "d0", 0, leader=True, units=2, relations={peers(1)})
     deploy(leader)
-    other = unit(
-        garm,
-        tmp_path / "d1",
-        1,
-        leader=False,
-        units=2,
-        relations={peers(0, app_data=record(leader.state))},
-        secrets=leader.state.secrets,
-    )
+    other = joining_unit(garm, tmp_path, leader, leader=False)
     out = other.run(other.ctx.on.update_status())
     assert out.unit_status == TWO_UNITS_ON_SQLITE
     assert not running(out)
@@ -152,15 +168,7 @@ def test_non_leader_on_sqlite_with_two_units_is_blocked(garm: GarmEmulator, tmp_
 def test_non_leader_on_postgresql_stands_by(garm: GarmEmulator, tmp_path: Path):
     leader = unit(garm, tmp_path / "d0", 0, leader=True, units=2, relations={peers(1)})
     deploy(leader)
-    other = unit(
-        garm,
-        tmp_path / "d1",
-        1,
-        leader=False,
-        units=2,
-        relations={peers(0, app_data=record(leader.state)), postgresql()},
-        secrets=leader.state.secrets,
-    )
+    other = joining_unit(garm, tmp_path, leader, leader=False, extra={postgresql()})
     out = other.run(other.ctx.on.update_status())
     assert out.unit_status == STANDBY
     assert not running(out)
@@ -201,15 +209,7 @@ def test_new_leader_on_sqlite_refuses_while_the_database_unit_is_still_here(
     old = unit(garm, tmp_path / "d0", 0, leader=True, units=2, relations={peers(1)})
     deploy(old)
     garm.clear_requests()
-    new = unit(
-        garm,
-        tmp_path / "d1",
-        1,
-        leader=True,
-        units=2,
-        relations={peers(0, app_data=record(old.state))},
-        secrets=old.state.secrets,
-    )
+    new = joining_unit(garm, tmp_path, old, leader=True)
     out = new.run(new.ctx.on.leader_elected())
     assert out.unit_status == DATABASE_ON_UNIT_0
     assert out.app_status == DATABASE_ON_UNIT_0
@@ -227,15 +227,7 @@ def test_new_leader_on_sqlite_takes_over_once_the_database_unit_has_left(
     deploy(old)
     fresh = GarmEmulator(providers=[]).start()
     try:
-        new = unit(
-            fresh,
-            tmp_path / "d1",
-            1,
-            leader=True,
-            units=1,
-            relations={peers(app_data=record(old.state))},
-            secrets=old.state.secrets,
-        )
+        new = joining_unit(fresh, tmp_path, old, leader=True, units=1)
         new.run(new.ctx.on.leader_elected())
         out = new.run(new.ctx.on.pebble_ready(new.state.get_container("garm")))
         assert out.unit_status == WAITING_CONFIGURATOR
@@ -263,15 +255,7 @@ def test_old_leader_back_resumes_its_own_database(garm: GarmEmulator, tmp_path: 
 def test_new_leader_on_postgresql_takes_over(garm: GarmEmulator, tmp_path: Path):
     old = unit(garm, tmp_path / "d0", 0, leader=True, units=2, relations={peers(1), postgresql()})
     deploy(old)
-    new = unit(
-        garm,
-        tmp_path / "d1",
-        1,
-        leader=True,
-        units=2,
-        relations={peers(0, app_data=record(old.state)), postgresql()},
-        secrets=old.state.secrets,
-    )
+    new = joining_unit(garm, tmp_path, old, leader=True, extra={postgresql()})
     out = new.run(new.ctx.on.leader_elected())
     assert running(out)
     assert record(out) == {"leader": "garm/1", "garm-unit": "garm/1"}
