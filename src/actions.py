@@ -10,8 +10,8 @@ import ops
 
 import secrets_store
 from charm_state import CharmState
-from garm_api import GarmApiError, GarmClient
-from scaleset_status import format_scaleset_table, read_status_rows
+from garm import GarmApiError, GarmClient
+from reconcile.scalesets.table import format_scaleset_table, read_status_rows
 
 
 def get_credentials(model: ops.Model, event: ops.ActionEvent) -> None:

@@ -22,12 +22,11 @@ import leadership
 import provider_record
 import removal
 import secrets_store
-import teardown
 import workload
 from charm_state import CharmState, describe_problems
 from configurator_contract import CONFIGURATOR_RELATION_NAME
 from debug_ssh import DEBUG_SSH_RELATION_NAME
-from garm_api import (
+from garm import (
     GARM_API_URL,
     READY_TIMEOUT,
     GarmApiError,
@@ -36,9 +35,10 @@ from garm_api import (
     GarmUnauthorizedError,
     ScaleSet,
 )
-from garm_chain import run_chain
-from garm_template import CharmedTemplateError
 from notices import Notice, blocked, summarise
+from reconcile import teardown
+from reconcile.chain import run_chain
+from reconcile.charmed_template import CharmedTemplateError
 from telemetry import traced
 
 logger = logging.getLogger(__name__)

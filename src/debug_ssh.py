@@ -1,8 +1,8 @@
 """The debug-ssh relation: the tmate servers runners may offer a debug session through.
 
 Owns the relation name, its keys and the parse of its unit databags into
-``DebugSshConnection``; the charmed template (``garm_template``) puts the first one into every
-runner. Must not import ops or the GARM client: it works on detached ``UnitData``.
+``DebugSshConnection``; the charmed template (``reconcile.charmed_template``) puts the first
+one into every runner. Must not import ops or the GARM client: it works on detached ``UnitData``.
 """
 
 from __future__ import annotations

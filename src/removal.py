@@ -12,9 +12,9 @@ import logging
 import ops
 
 import secrets_store
-import teardown
 import workload
-from garm_api import GarmClient, GarmConnectionError
+from garm import GarmClient, GarmConnectionError
+from reconcile import teardown
 
 logger = logging.getLogger(__name__)
 

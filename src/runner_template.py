@@ -18,7 +18,7 @@ from urllib.parse import urlsplit
 
 import jinja2
 
-from garm_api import to_base64
+from garm import to_base64
 from runner_options import RunnerConfig, ipv4_networks, port_ranges
 
 RUNNER_USER = "runner"

@@ -21,8 +21,8 @@ small surface:
   waited for that long here: what frees the runner is the charm's own rule that a job showing
   no change for ``MAX_JOB_RUNTIME`` (5 days) no longer protects its runner; the real backend
   waits a bounded time for GARM, says what it saw, and moves the *charm's* clock (the clock of
-  :mod:`scaleset_reconciler`) past that limit for the rest of the story, the real equivalent of
-  the emulator's simulated clock;
+  :mod:`reconcile.scalesets.reconciler`) past that limit for the rest of the story, the real
+  equivalent of the emulator's simulated clock;
 - ``refuse_next_scaleset_delete()``: the next scale set delete is refused. The emulator refuses
   it itself; real GARM cannot be made to refuse on demand, so the recording proxy in front of it
   answers 500 in its place (said in the output).
@@ -49,8 +49,7 @@ from unittest import mock
 
 from ops import testing
 
-import scaleset_reconciler
-import scaleset_runners
+from reconcile.scalesets import reconciler, runners
 from tests.charm_driver import CharmDriver, base_state
 from tests.garm_emulator import CONSOLIDATION_INTERVAL, GarmEmulator
 from tests.github_standin import GitHubStandin
@@ -68,7 +67,7 @@ STATE_TIMEOUT = 120.0
 # did not (it never does for a disabled scale set, see the module docstring).
 JOB_END_TIMEOUT = 20.0
 # How far the charm's clock moves so that a finished job no longer protects its runner.
-CHARM_CLOCK_SHIFT = scaleset_runners.MAX_JOB_RUNTIME + timedelta(hours=1)
+CHARM_CLOCK_SHIFT = runners.MAX_JOB_RUNTIME + timedelta(hours=1)
 POLL_INTERVAL = 0.5
 INGRESS_RELATION = "ingress"
 # Relation ids the story's configurators (1, 2, ...) never take.
@@ -371,7 +370,7 @@ class RealStoryGarm:
             f"  (the charm's clock moves {CHARM_CLOCK_SHIFT} ahead: past MAX_JOB_RUNTIME its "
             "rule no longer lets the job protect the runner; the charm removes it through GARM)"
         )
-        self._clock_shift = mock.patch.object(scaleset_reconciler, "datetime", _ShiftedDatetime)
+        self._clock_shift = mock.patch.object(reconciler, "datetime", _ShiftedDatetime)
         self._clock_shift.start()
 
     def _assigned(self, job_id: int) -> bool:

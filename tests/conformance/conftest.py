@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 import workload
-from garm_api import GarmClient
+from garm import GarmClient
 from tests.charm_driver import CharmDriver, base_state
 from tests.conformance.backends import EMULATOR, REAL, ProxiedEmulator, proxied_emulator
 from tests.github_standin import GitHubStandin

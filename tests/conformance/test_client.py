@@ -15,7 +15,7 @@ from typing import Any
 import httpx
 import pytest
 
-from garm_api import (
+from garm import (
     CreateCredentialParams,
     CreateScaleSetParams,
     CreateTemplateParams,

@@ -12,7 +12,7 @@ import base64
 from typing import Any
 
 from desired_state import MANAGED_CREDENTIAL_DESCRIPTION
-from garm_api import (
+from garm import (
     CreateCredentialParams,
     CreateScaleSetParams,
     GarmClient,

@@ -19,7 +19,7 @@ import httpx
 import pytest
 import yaml
 
-from garm_api import GarmClient
+from garm import GarmClient
 from tests.conformance.backends import wait_for
 from tests.conformance.conftest import ADMIN_PASSWORD, ADMIN_USERNAME, _real_garm
 from tests.conformance.test_drain import _idle_runner, _seed_scaleset

@@ -15,8 +15,7 @@ from typing import Any
 import pytest
 
 from desired_state import CredentialSpec, EntitySpec, ScalesetSpec
-from entity_reconciler import EntityReconciler
-from garm_api import (
+from garm import (
     CreateCredentialParams,
     CreateScaleSetParams,
     CreateTemplateParams,
@@ -25,10 +24,11 @@ from garm_api import (
     UpdateCredentialParams,
     UpdateScaleSetParams,
 )
-from github_reconciler import CredentialReconciler
-from scaleset_names import target_scaleset_name
-from scaleset_reconciler import ScalesetReconciler
-from scaleset_retirement import Handover, ScalesetProgress
+from reconcile.credentials import CredentialReconciler
+from reconcile.entities import EntityReconciler
+from reconcile.scalesets.names import target_scaleset_name
+from reconcile.scalesets.reconciler import ScalesetReconciler
+from reconcile.scalesets.retirement import Handover, ScalesetProgress
 from tests.conformance.conftest import PROVIDER_NAME, Garm
 from tests.github_standin import GitHubStandin
 from tests.rsa_keys import pkcs1_pem

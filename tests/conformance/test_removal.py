@@ -21,9 +21,9 @@ from typing import Any
 import pytest
 from ops import testing
 
-import teardown
 from charm import GarmCharm
 from desired_state import MANAGED_CREDENTIAL_DESCRIPTION
+from reconcile import teardown
 from tests.charm_driver import CharmDriver, configurator
 from tests.conformance.backends import EMULATOR, wait_for
 from tests.conformance.conftest import Garm

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import re
 
-from garm_api import GarmClient
+from garm import GarmClient
 from tests.real_garm.pin import read_pin
 
 # What GARM's build stamps: the release tag and the first 8 hex digits of the commit.

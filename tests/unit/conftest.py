@@ -6,7 +6,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from garm_api import GarmClient
+from garm import GarmClient
 from tests.garm_emulator import DEFAULT_ADMIN_PASSWORD, GarmEmulator
 from tests.log_secrets import register_secret
 

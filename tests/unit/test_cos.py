@@ -17,7 +17,7 @@ from ops import testing
 
 import cos_logging
 import workload
-from garm_api import path_template
+from garm import path_template
 from tests.charm_driver import CharmDriver, base_state, configurator
 from tests.garm_emulator import GarmEmulator
 from tests.log_secrets import SECRET_VALUES

@@ -12,7 +12,7 @@ from ops import testing
 
 import provider_record
 from desired_state import ProviderConfig
-from garm_api import ScaleSet
+from garm import ScaleSet
 from tests.charm_driver import CharmDriver, base_state, configurator, planned_providers
 from tests.garm_emulator import GarmEmulator
 

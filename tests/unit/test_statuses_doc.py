@@ -64,7 +64,7 @@ def _callee(call: ast.Call) -> str:
 def status_texts() -> list[tuple[str, list[str]]]:
     """Every fixed status text in src/, as (where, fixed parts)."""
     texts: list[tuple[str, list[str]]] = []
-    for path in sorted(SRC.glob("*.py")):
+    for path in sorted(SRC.rglob("*.py")):
         tree = ast.parse(path.read_text(encoding="utf-8"))
         constants = _constants(tree)
         for node in ast.walk(tree):

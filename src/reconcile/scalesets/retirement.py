@@ -15,9 +15,9 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 
 from desired_state import ScalesetSpec
-from garm_api import GarmApiError, GarmClient, GarmConnectionError, ScaleSet, UpdateScaleSetParams
-from scaleset_runners import MAX_JOB_RUNTIME, RunnerRemover, known_time
-from scaleset_templates import CustomTemplates
+from garm import GarmApiError, GarmClient, GarmConnectionError, ScaleSet, UpdateScaleSetParams
+from reconcile.scalesets.custom_templates import CustomTemplates
+from reconcile.scalesets.runners import MAX_JOB_RUNTIME, RunnerRemover, known_time
 
 logger = logging.getLogger(__name__)
 

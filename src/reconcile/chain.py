@@ -13,13 +13,13 @@ import logging
 from dataclasses import dataclass
 
 from charm_state import CharmState
-from entity_reconciler import EntityReconciler
-from garm_api import GarmClient, ScaleSet
-from garm_template import apply_charmed_template
-from github_reconciler import CredentialReconciler
+from garm import GarmClient, ScaleSet
 from notices import Notice, Severity
-from scaleset_reconciler import ScalesetReconciler
-from status import progress_notices
+from reconcile.charmed_template import apply_charmed_template
+from reconcile.credentials import CredentialReconciler
+from reconcile.entities import EntityReconciler
+from reconcile.scalesets.progress import progress_notices
+from reconcile.scalesets.reconciler import ScalesetReconciler
 from telemetry import tracer
 
 logger = logging.getLogger(__name__)

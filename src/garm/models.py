@@ -6,7 +6,7 @@ ignored. Request models are sent with ``exclude_none``, so ``None`` means "do no
 a field send its explicit empty value (``{}`` for ``extra_specs``, ``0`` for ``template_id``).
 Errors carry GARM's ``error`` and ``details`` fields and never the request body.
 
-Pure data: must not import httpx, ops or any charm module (``garm_api`` sends these).
+Pure data: must not import httpx, ops or any charm module (``garm.client`` sends these).
 """
 
 from __future__ import annotations

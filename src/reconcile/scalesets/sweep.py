@@ -9,11 +9,11 @@ from __future__ import annotations
 
 import logging
 
-from garm_api import GarmApiError, GarmClient, GarmConnectionError, ScaleSet, UpdateScaleSetParams
+from garm import GarmApiError, GarmClient, GarmConnectionError, ScaleSet, UpdateScaleSetParams
 from notices import Notice, Severity
-from scaleset_names import logical_of
-from scaleset_retirement import draining_phase
-from scaleset_runners import RunnerRemover
+from reconcile.scalesets.names import logical_of
+from reconcile.scalesets.retirement import draining_phase
+from reconcile.scalesets.runners import RunnerRemover
 
 logger = logging.getLogger(__name__)
 

@@ -11,7 +11,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from desired_state import ScalesetSpec
-from garm_api import CreateScaleSetParams, ScaleSet, UpdateScaleSetParams
+from garm import CreateScaleSetParams, ScaleSet, UpdateScaleSetParams
 from runner_template import effective_extra_specs
 
 # The runner group GARM records for a scale set created without one.

@@ -20,11 +20,11 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 
-from entity_reconciler import EntityReconciler
-from garm_api import GarmApiError, GarmClient, GarmConnectionError, ScaleSet
-from garm_template import GARM_CHARMED_TEMPLATE_NAME
-from github_reconciler import CredentialReconciler, is_managed
-from scaleset_reconciler import ScalesetReconciler
+from garm import GarmApiError, GarmClient, GarmConnectionError, ScaleSet
+from reconcile.charmed_template import GARM_CHARMED_TEMPLATE_NAME
+from reconcile.credentials import CredentialReconciler, is_managed
+from reconcile.entities import EntityReconciler
+from reconcile.scalesets.reconciler import ScalesetReconciler
 
 logger = logging.getLogger(__name__)
 

@@ -11,9 +11,9 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 from desired_state import ScalesetSpec
-from garm_api import GarmClient, ScaleSet
-from scaleset_names import dedupe_specs, family_names, target_scaleset_name
-from scaleset_retirement import draining_phase
+from garm import GarmClient, ScaleSet
+from reconcile.scalesets.names import dedupe_specs, family_names, target_scaleset_name
+from reconcile.scalesets.retirement import draining_phase
 
 
 def read_status_rows(client: GarmClient, desired: Sequence[ScalesetSpec]) -> list[StatusRow]:

@@ -12,7 +12,7 @@ import logging
 from collections.abc import Sequence
 
 from debug_ssh import DebugSshConnection
-from garm_api import (
+from garm import (
     CreateTemplateParams,
     GarmApiError,
     GarmClient,

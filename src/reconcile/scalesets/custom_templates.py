@@ -12,7 +12,7 @@ import logging
 from collections.abc import Iterable
 
 from desired_state import ScalesetSpec
-from garm_api import (
+from garm import (
     CreateTemplateParams,
     GarmApiError,
     GarmClient,
@@ -20,7 +20,7 @@ from garm_api import (
     from_base64,
     to_base64,
 )
-from garm_template import GARM_BASE_TEMPLATE_NAME
+from reconcile.charmed_template import GARM_BASE_TEMPLATE_NAME
 from runner_template import build_template_data
 
 logger = logging.getLogger(__name__)

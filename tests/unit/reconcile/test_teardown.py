@@ -17,10 +17,10 @@ from pathlib import Path
 import pytest
 from ops import testing
 
-import teardown
 from charm import GarmCharm
 from desired_state import MANAGED_CREDENTIAL_DESCRIPTION
-from garm_api import CreateCredentialParams, GarmClient, GithubApp
+from garm import CreateCredentialParams, GarmClient, GithubApp
+from reconcile import teardown
 from tests.charm_driver import CharmDriver, base_state, configurator
 from tests.garm_emulator import GarmEmulator
 from tests.rsa_keys import pkcs1_pem

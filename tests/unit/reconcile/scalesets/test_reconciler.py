@@ -15,7 +15,7 @@ from typing import Any
 import pytest
 
 from desired_state import ScalesetSpec
-from garm_api import (
+from garm import (
     CreateCredentialParams,
     GarmApiError,
     GarmClient,
@@ -24,20 +24,20 @@ from garm_api import (
     GithubApp,
     ScaleSet,
 )
-from runner_options import RunnerConfig
-from runner_template import build_template_data
-from scaleset_names import (
+from reconcile.scalesets.names import (
     LABEL_HASH_LENGTH,
     MAX_SCALESET_NAME_LENGTH,
     dedupe_specs,
     family_pattern,
     target_scaleset_name,
 )
-from scaleset_reconciler import ScalesetReconciler
-from scaleset_retirement import DRAIN_DEADLINE, Handover, ScalesetProgress
-from scaleset_runners import MAX_JOB_RUNTIME
-from scaleset_status import format_scaleset_table, scaleset_status_rows
-from status import progress_message
+from reconcile.scalesets.progress import progress_message
+from reconcile.scalesets.reconciler import ScalesetReconciler
+from reconcile.scalesets.retirement import DRAIN_DEADLINE, Handover, ScalesetProgress
+from reconcile.scalesets.runners import MAX_JOB_RUNTIME
+from reconcile.scalesets.table import format_scaleset_table, scaleset_status_rows
+from runner_options import RunnerConfig
+from runner_template import build_template_data
 from tests.garm_emulator import (
     CONSOLIDATION_INTERVAL,
     SYSTEM_TEMPLATE_BODY,

@@ -16,7 +16,7 @@ from collections.abc import Collection, Sequence
 from dataclasses import dataclass
 
 from desired_state import EntitySpec
-from garm_api import (
+from garm import (
     Credential,
     GarmApiError,
     GarmClient,
@@ -27,8 +27,8 @@ from garm_api import (
     ScaleSet,
     describe_failure,
 )
-from github_reconciler import is_managed
 from notices import Notice, Severity, refusal
+from reconcile.credentials import is_managed
 
 logger = logging.getLogger(__name__)
 

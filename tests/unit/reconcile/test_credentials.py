@@ -8,8 +8,8 @@ import logging
 import pytest
 
 from desired_state import CredentialSpec
-from garm_api import GarmApiError, GarmClient, GarmConnectionError
-from github_reconciler import CredentialReconciler
+from garm import GarmApiError, GarmClient, GarmConnectionError
+from reconcile.credentials import CredentialReconciler
 from tests.garm_emulator import GarmEmulator
 from tests.rsa_keys import pkcs1_pem
 

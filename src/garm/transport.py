@@ -1,20 +1,20 @@
 """Sending one request to GARM: bearer token, timeout, one trace span, errors mapped.
 
-Owns the HTTP transport under ``GarmClient``: the span of each call (method, route and status
-only: never a body, a query or a header), the mapping of a failure to ``GarmApiError`` and its
-subclasses, and the parse of an answer into a model. Must not import ops or any charm module
-but ``garm_models``.
+Owns the HTTP transport that ``GarmClient`` composes: the span of each call (method, route and
+status only: never a body, a query or a header), the mapping of a failure to ``GarmApiError``
+and its subclasses, and the parse of an answer into a model. Must not import ops or any module
+but ``garm.models``.
 """
 
 from __future__ import annotations
 
-from typing import Any, Self, TypeVar
+from typing import Any, TypeVar
 
 import httpx
 from opentelemetry import trace
 from pydantic import TypeAdapter, ValidationError
 
-from garm_models import (
+from garm.models import (
     GarmApiError,
     GarmConflictError,
     GarmConnectionError,
@@ -61,26 +61,19 @@ class GarmTransport:
         timeout: float = HTTP_TIMEOUT,
         token: str | None = None,
     ) -> None:
-        """Create the client; no request is made until a method is called."""
+        """Create the transport; no request is made until one is sent."""
         self._http = httpx.Client(base_url=base_url, timeout=timeout)
-        self._token = token
+        self.token = token
 
     def close(self) -> None:
         """Close the underlying connection pool."""
         self._http.close()
 
-    def __enter__(self) -> Self:
-        """Use the client as a context manager that closes it on exit."""
-        return self
-
-    def __exit__(self, *_exc: object) -> None:
-        """Close the client."""
-        self.close()
-
-    # --- plumbing ----------------------------------------------------------------------------
-
-    def _list(self, path: str, model: type[_M], params: dict[str, str] | None = None) -> list[_M]:
-        data = self._call("GET", path, params=params)
+    def call_list(
+        self, path: str, model: type[_M], params: dict[str, str] | None = None
+    ) -> list[_M]:
+        """GET a list; GARM's ``null`` for an empty list reads as ``[]``."""
+        data = self.call("GET", path, params=params)
         if data is None:
             return []
         try:
@@ -88,7 +81,7 @@ class GarmTransport:
         except ValidationError as exc:
             raise GarmApiError(f"GARM answered {path} with an unexpected shape") from exc
 
-    def _call(
+    def call(
         self,
         method: str,
         path: str,
@@ -97,7 +90,8 @@ class GarmTransport:
         params: dict[str, str] | None = None,
         authenticated: bool = True,
     ) -> Any:
-        response = self._send(method, path, body, params=params, authenticated=authenticated)
+        """Send one request and return its JSON answer; a failure raises ``GarmApiError``."""
+        response = self.send(method, path, body, params=params, authenticated=authenticated)
         if response.is_success:
             try:
                 return response.json() if response.content else None
@@ -109,7 +103,7 @@ class GarmTransport:
         error, details = error_fields(response)
         raise api_error(response.status_code, error, details)
 
-    def _send(
+    def send(
         self,
         method: str,
         path: str,
@@ -118,9 +112,10 @@ class GarmTransport:
         params: dict[str, str] | None = None,
         authenticated: bool = True,
     ) -> httpx.Response:
+        """Send one request and return GARM's answer whatever its status."""
         headers = {"Accept": "application/json"}
-        if authenticated and self._token:
-            headers["Authorization"] = f"Bearer {self._token}"
+        if authenticated and self.token:
+            headers["Authorization"] = f"Bearer {self.token}"
         route = path_template(path)
         tracer = trace.get_tracer(TRACER_NAME)
         # One span per call: method, route and status only (no body, query or header).

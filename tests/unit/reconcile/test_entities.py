@@ -9,9 +9,9 @@ from collections.abc import Iterator
 import pytest
 
 from desired_state import CredentialSpec, EntitySpec
-from entity_reconciler import EntityReconciler
-from garm_api import GarmApiError, GarmClient, GarmConnectionError
-from github_reconciler import CredentialReconciler
+from garm import GarmApiError, GarmClient, GarmConnectionError
+from reconcile.credentials import CredentialReconciler
+from reconcile.entities import EntityReconciler
 from tests.garm_emulator import GarmEmulator
 from tests.log_secrets import register_secret
 

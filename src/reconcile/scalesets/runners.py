@@ -12,7 +12,7 @@ import logging
 from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
 
-from garm_api import (
+from garm import (
     GarmApiError,
     GarmClient,
     GarmConnectionError,

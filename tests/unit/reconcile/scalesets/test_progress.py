@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from scaleset_retirement import Handover, ScalesetProgress
-from status import progress_message
+from reconcile.scalesets.progress import progress_message
+from reconcile.scalesets.retirement import Handover, ScalesetProgress
 
 
 def _entry(

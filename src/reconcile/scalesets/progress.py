@@ -9,7 +9,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from notices import Notice, Severity, summarise
-from scaleset_retirement import Handover, ScalesetProgress, draining_phase
+from reconcile.scalesets.retirement import Handover, ScalesetProgress, draining_phase
 
 # Least advanced first: a collapsed logical scale set shows its slowest generation.
 _CREATING = 0

@@ -18,7 +18,7 @@ import logging
 from collections.abc import Collection, Sequence
 
 from desired_state import DEFAULT_GITHUB_ENDPOINT, MANAGED_CREDENTIAL_DESCRIPTION, CredentialSpec
-from garm_api import (
+from garm import (
     CreateCredentialParams,
     Credential,
     GarmApiError,

@@ -11,8 +11,7 @@ import types
 import httpx
 import pytest
 
-import garm_api
-from garm_api import (
+from garm import (
     CreateCredentialParams,
     CreateScaleSetParams,
     CreateTemplateParams,
@@ -26,6 +25,7 @@ from garm_api import (
     UpdateCredentialParams,
     UpdateScaleSetParams,
 )
+from garm import client as garm_client
 from tests.garm_emulator import (
     DEFAULT_ADMIN_PASSWORD,
     SYSTEM_TEMPLATE_BODY,
@@ -197,7 +197,7 @@ class _FakeClock:
 
 def test_wait_for_ready_times_out_on_dead_port(monkeypatch: pytest.MonkeyPatch) -> None:
     clock = _FakeClock()
-    monkeypatch.setattr(garm_api, "time", types.SimpleNamespace(monotonic=clock.monotonic))
+    monkeypatch.setattr(garm_client, "time", types.SimpleNamespace(monotonic=clock.monotonic))
     url = f"http://127.0.0.1:{_dead_port()}/api/v1"
     with GarmClient(url) as garm, pytest.raises(GarmConnectionError):
         garm.wait_for_ready(timeout=30, interval=1, sleep=clock.sleep)

@@ -13,9 +13,9 @@ goes on with the others; only an outage or a rejected token stops the pass. This
 nothing about Juju.
 
 This module owns the pass itself (what is claimed, created and updated); the parts it drives
-live apart: the names (``scaleset_names``), the custom templates (``scaleset_templates``), the
-label-change retirement (``scaleset_retirement``), the orphan sweep (``scaleset_sweep``) and the
-guarded runner removal (``scaleset_runners``). Must not import ops.
+live apart: the names (``names``), the custom templates (``custom_templates``), the
+label-change retirement (``retirement``), the orphan sweep (``sweep``) and the
+guarded runner removal (``runners``). Must not import ops.
 """
 
 from __future__ import annotations
@@ -27,7 +27,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from desired_state import ScalesetSpec, app_of_provider
-from garm_api import (
+from garm import (
     CreateScaleSetParams,
     GarmApiError,
     GarmClient,
@@ -36,12 +36,17 @@ from garm_api import (
     ScaleSet,
 )
 from notices import Notice, Severity, refusal
-from scaleset_names import dedupe_specs, family_names, family_pattern, target_scaleset_name
-from scaleset_params import create_params, needs_update, update_params
-from scaleset_retirement import Retirement, ScalesetProgress
-from scaleset_runners import RunnerRemover
-from scaleset_sweep import OrphanSweep
-from scaleset_templates import CustomTemplates
+from reconcile.scalesets.custom_templates import CustomTemplates
+from reconcile.scalesets.names import (
+    dedupe_specs,
+    family_names,
+    family_pattern,
+    target_scaleset_name,
+)
+from reconcile.scalesets.params import create_params, needs_update, update_params
+from reconcile.scalesets.retirement import Retirement, ScalesetProgress
+from reconcile.scalesets.runners import RunnerRemover
+from reconcile.scalesets.sweep import OrphanSweep
 
 logger = logging.getLogger(__name__)
 

@@ -1,103 +1,75 @@
-"""HTTP client for GARM's REST API; one trace span per call.
+"""The GARM client: one method per GARM call the charm makes.
 
-``GarmClient`` has one method per GARM call the charm makes; its base ``GarmTransport``
-(``garm_transport``) sends a request, maps a failure to :class:`GarmApiError` and its
-subclasses and parses the answer. The models, errors and base64 helpers are in ``garm_models``
-and exported from here too, so a caller imports everything GARM-facing from one place. Must
-not import ops or any charm module but ``garm_models`` and ``garm_transport``.
+``GarmClient`` composes a :class:`garm.transport.GarmTransport`, which sends each request (one
+trace span per call), maps a failure to :class:`GarmApiError` and its subclasses and parses
+the answer. Callers import it from the package (``from garm import GarmClient``). Must not
+import ops or any module outside the ``garm`` package.
 """
 
 from __future__ import annotations
 
 import time
 from collections.abc import Callable
+from typing import Self
 
-from garm_models import (
+from garm.models import (
     ControllerInfo,
     CreateCredentialParams,
     CreateScaleSetParams,
     CreateTemplateParams,
     Credential,
     GarmApiError,
-    GarmConflictError,
     GarmConnectionError,
-    GarmNotFoundError,
-    GarmUnauthorizedError,
-    GithubApp,
     Instance,
-    Job,
     Organization,
     Provider,
     Repository,
-    RequestModel,
-    ResponseModel,
     ScaleSet,
-    Tag,
     Template,
     UpdateCredentialParams,
     UpdateScaleSetParams,
-    describe_failure,
-    from_base64,
-    to_base64,
 )
-from garm_transport import (
+from garm.transport import (
     GARM_API_URL,
     HTTP_TIMEOUT,
-    TRACER_NAME,
     GarmTransport,
     api_error,
     error_fields,
     field_of,
     parse_model,
-    path_template,
 )
-
-__all__ = [
-    "GARM_API_URL",
-    "HTTP_TIMEOUT",
-    "READY_INTERVAL",
-    "READY_TIMEOUT",
-    "TRACER_NAME",
-    "ControllerInfo",
-    "CreateCredentialParams",
-    "CreateScaleSetParams",
-    "CreateTemplateParams",
-    "Credential",
-    "GarmApiError",
-    "GarmClient",
-    "GarmConflictError",
-    "GarmConnectionError",
-    "GarmNotFoundError",
-    "GarmUnauthorizedError",
-    "GithubApp",
-    "Instance",
-    "Job",
-    "Organization",
-    "Provider",
-    "Repository",
-    "RequestModel",
-    "ResponseModel",
-    "ScaleSet",
-    "Tag",
-    "Template",
-    "UpdateCredentialParams",
-    "UpdateScaleSetParams",
-    "describe_failure",
-    "from_base64",
-    "path_template",
-    "to_base64",
-]
 
 READY_TIMEOUT = 30.0
 READY_INTERVAL = 1.0
 
 
-class GarmClient(GarmTransport):
+class GarmClient:
     """A synchronous client for one GARM server.
 
     Call :meth:`login` before any authenticated call; the JWT it returns is sent as a bearer
     token. Every request has a timeout.
     """
+
+    def __init__(
+        self,
+        base_url: str = GARM_API_URL,
+        timeout: float = HTTP_TIMEOUT,
+        token: str | None = None,
+    ) -> None:
+        """Create the client; no request is made until a method is called."""
+        self._transport = GarmTransport(base_url, timeout, token)
+
+    def close(self) -> None:
+        """Close the underlying connection pool."""
+        self._transport.close()
+
+    def __enter__(self) -> Self:
+        """Use the client as a context manager that closes it on exit."""
+        return self
+
+    def __exit__(self, *_exc: object) -> None:
+        """Close the client."""
+        self.close()
 
     # --- bootstrap ---------------------------------------------------------------------------
 
@@ -111,7 +83,7 @@ class GarmClient(GarmTransport):
             GarmConnectionError: GARM is not reachable.
             GarmApiError: any other unexpected answer.
         """
-        response = self._send("GET", "/controller-info", authenticated=False)
+        response = self._transport.send("GET", "/controller-info", authenticated=False)
         if response.status_code in (200, 401):
             return True
         error, details = error_fields(response)
@@ -144,21 +116,21 @@ class GarmClient(GarmTransport):
     def first_run(self, username: str, password: str, email: str, full_name: str) -> None:
         """Create the admin user on a fresh GARM."""
         body = {"username": username, "password": password, "email": email, "full_name": full_name}
-        self._call("POST", "/first-run", body, authenticated=False)
+        self._transport.call("POST", "/first-run", body, authenticated=False)
 
     def login(self, username: str, password: str) -> str:
         """Log in, keep the JWT for later calls and return it."""
         body = {"username": username, "password": password}
-        data = self._call("POST", "/auth/login", body, authenticated=False)
+        data = self._transport.call("POST", "/auth/login", body, authenticated=False)
         token: object = field_of(data, "token")
         if not isinstance(token, str) or not token:
             raise GarmApiError("GARM returned no token on login", status=200)
-        self._token = token
+        self._transport.token = token
         return token
 
     def get_controller(self) -> ControllerInfo:
         """Return the controller information, including its URLs."""
-        return parse_model(ControllerInfo, self._call("GET", "/controller"))
+        return parse_model(ControllerInfo, self._transport.call("GET", "/controller"))
 
     def update_controller(
         self, *, metadata_url: str, callback_url: str, webhook_url: str, agent_url: str
@@ -170,37 +142,39 @@ class GarmClient(GarmTransport):
             "webhook_url": webhook_url,
             "agent_url": agent_url,
         }
-        return parse_model(ControllerInfo, self._call("PUT", "/controller", body))
+        return parse_model(ControllerInfo, self._transport.call("PUT", "/controller", body))
 
     # --- providers and credentials ----------------------------------------------------------
 
     def list_providers(self) -> list[Provider]:
         """List the providers the running GARM process loaded."""
-        return self._list("/providers", Provider)
+        return self._transport.call_list("/providers", Provider)
 
     def list_credentials(self) -> list[Credential]:
         """List GitHub credentials."""
-        return self._list("/github/credentials", Credential)
+        return self._transport.call_list("/github/credentials", Credential)
 
     def create_credential(self, params: CreateCredentialParams) -> Credential:
         """Create GitHub App credentials."""
-        return parse_model(Credential, self._call("POST", "/github/credentials", params.wire()))
+        return parse_model(
+            Credential, self._transport.call("POST", "/github/credentials", params.wire())
+        )
 
     def update_credential(self, credential_id: int, params: UpdateCredentialParams) -> Credential:
         """Update GitHub credentials in place."""
         path = f"/github/credentials/{credential_id}"
-        return parse_model(Credential, self._call("PUT", path, params.wire()))
+        return parse_model(Credential, self._transport.call("PUT", path, params.wire()))
 
     def delete_credential(self, credential_id: int) -> None:
         """Delete GitHub credentials (GARM refuses while an entity uses them)."""
-        self._call("DELETE", f"/github/credentials/{credential_id}")
+        self._transport.call("DELETE", f"/github/credentials/{credential_id}")
 
     # --- entities ----------------------------------------------------------------------------
 
     def list_organizations(self, name: str | None = None) -> list[Organization]:
         """List organisations, optionally filtered by name on the server."""
         params = {"name": name} if name else None
-        return self._list("/organizations", Organization, params)
+        return self._transport.call_list("/organizations", Organization, params)
 
     def create_organization(
         self, name: str, credentials_name: str, webhook_secret: str
@@ -211,20 +185,22 @@ class GarmClient(GarmTransport):
             "credentials_name": credentials_name,
             "webhook_secret": webhook_secret,
         }
-        return parse_model(Organization, self._call("POST", "/organizations", body))
+        return parse_model(Organization, self._transport.call("POST", "/organizations", body))
 
     def update_organization(self, org_id: str, credentials_name: str) -> Organization:
         """Point an organisation at other credentials."""
         body = {"credentials_name": credentials_name}
-        return parse_model(Organization, self._call("PUT", f"/organizations/{org_id}", body))
+        return parse_model(
+            Organization, self._transport.call("PUT", f"/organizations/{org_id}", body)
+        )
 
     def delete_organization(self, org_id: str) -> None:
         """Delete an organisation (GARM refuses while scale sets use it)."""
-        self._call("DELETE", f"/organizations/{org_id}")
+        self._transport.call("DELETE", f"/organizations/{org_id}")
 
     def list_repositories(self) -> list[Repository]:
         """List repositories."""
-        return self._list("/repositories", Repository)
+        return self._transport.call_list("/repositories", Repository)
 
     def create_repository(
         self, owner: str, name: str, credentials_name: str, webhook_secret: str
@@ -236,45 +212,47 @@ class GarmClient(GarmTransport):
             "credentials_name": credentials_name,
             "webhook_secret": webhook_secret,
         }
-        return parse_model(Repository, self._call("POST", "/repositories", body))
+        return parse_model(Repository, self._transport.call("POST", "/repositories", body))
 
     def update_repository(self, repo_id: str, credentials_name: str) -> Repository:
         """Point a repository at other credentials."""
         body = {"credentials_name": credentials_name}
-        return parse_model(Repository, self._call("PUT", f"/repositories/{repo_id}", body))
+        return parse_model(
+            Repository, self._transport.call("PUT", f"/repositories/{repo_id}", body)
+        )
 
     def delete_repository(self, repo_id: str) -> None:
         """Delete a repository (GARM refuses while scale sets use it)."""
-        self._call("DELETE", f"/repositories/{repo_id}")
+        self._transport.call("DELETE", f"/repositories/{repo_id}")
 
     # --- scale sets and instances ------------------------------------------------------------
 
     def list_scalesets(self) -> list[ScaleSet]:
         """List every scale set."""
-        return self._list("/scalesets", ScaleSet)
+        return self._transport.call_list("/scalesets", ScaleSet)
 
     def create_org_scaleset(self, org_id: str, params: CreateScaleSetParams) -> ScaleSet:
         """Create a scale set on an organisation and return it as GARM stored it."""
         path = f"/organizations/{org_id}/scalesets"
-        return parse_model(ScaleSet, self._call("POST", path, params.wire()))
+        return parse_model(ScaleSet, self._transport.call("POST", path, params.wire()))
 
     def create_repo_scaleset(self, repo_id: str, params: CreateScaleSetParams) -> ScaleSet:
         """Create a scale set on a repository and return it as GARM stored it."""
         path = f"/repositories/{repo_id}/scalesets"
-        return parse_model(ScaleSet, self._call("POST", path, params.wire()))
+        return parse_model(ScaleSet, self._transport.call("POST", path, params.wire()))
 
     def update_scaleset(self, scaleset_id: int, params: UpdateScaleSetParams) -> ScaleSet:
         """Update the fields set in ``params``."""
         path = f"/scalesets/{scaleset_id}"
-        return parse_model(ScaleSet, self._call("PUT", path, params.wire()))
+        return parse_model(ScaleSet, self._transport.call("PUT", path, params.wire()))
 
     def delete_scaleset(self, scaleset_id: int) -> None:
         """Delete a scale set (GARM refuses while it is enabled or lists instances)."""
-        self._call("DELETE", f"/scalesets/{scaleset_id}")
+        self._transport.call("DELETE", f"/scalesets/{scaleset_id}")
 
     def list_scaleset_instances(self, scaleset_id: int) -> list[Instance]:
         """List the runner instances of a scale set."""
-        return self._list(f"/scalesets/{scaleset_id}/instances", Instance)
+        return self._transport.call_list(f"/scalesets/{scaleset_id}/instances", Instance)
 
     def delete_instance(
         self, name: str, *, force_remove: bool = False, bypass_github_unauthorized: bool = False
@@ -284,27 +262,27 @@ class GarmClient(GarmTransport):
             "forceRemove": str(force_remove).lower(),
             "bypassGHUnauthorized": str(bypass_github_unauthorized).lower(),
         }
-        self._call("DELETE", f"/instances/{name}", params=params)
+        self._transport.call("DELETE", f"/instances/{name}", params=params)
 
     # --- templates ---------------------------------------------------------------------------
 
     def list_templates(self) -> list[Template]:
         """List templates (bodies may be left out; use :meth:`get_template`)."""
-        return self._list("/templates", Template)
+        return self._transport.call_list("/templates", Template)
 
     def get_template(self, template_id: int) -> Template:
         """Fetch one template with its body."""
-        return parse_model(Template, self._call("GET", f"/templates/{template_id}"))
+        return parse_model(Template, self._transport.call("GET", f"/templates/{template_id}"))
 
     def create_template(self, params: CreateTemplateParams) -> Template:
         """Create a template."""
-        return parse_model(Template, self._call("POST", "/templates", params.wire()))
+        return parse_model(Template, self._transport.call("POST", "/templates", params.wire()))
 
     def update_template(self, template_id: int, data: str) -> Template:
         """Replace a template's body (base64) in place, keeping its id."""
         path = f"/templates/{template_id}"
-        return parse_model(Template, self._call("PUT", path, {"data": data}))
+        return parse_model(Template, self._transport.call("PUT", path, {"data": data}))
 
     def delete_template(self, template_id: int) -> None:
         """Delete a template."""
-        self._call("DELETE", f"/templates/{template_id}")
+        self._transport.call("DELETE", f"/templates/{template_id}")

@@ -8,8 +8,8 @@ import logging
 import pytest
 
 from debug_ssh import DebugSshConnection
-from garm_api import GarmApiError, GarmClient
-from garm_template import CharmedTemplateError, apply_charmed_template
+from garm import GarmApiError, GarmClient
+from reconcile.charmed_template import CharmedTemplateError, apply_charmed_template
 from tests.garm_emulator import (
     SYSTEM_TEMPLATE_BODY,
     SYSTEM_TEMPLATE_ID,
