@@ -1,6 +1,6 @@
 """The Juju adapter of the desired state: relation data and secrets read once per pass.
 
-Owns ``CharmState``, what one pass wants, built by ``CharmState.from_charm`` from the
+Owns ``CharmState.from_charm``, which builds what one pass wants (a ``DesiredState``) from the
 garm-configurator and debug-ssh relations and the configurator secrets, and the short status
 text of its input problems. The parsing itself lives in ``configurator_parser`` and
 ``debug_ssh``, the objects in ``desired_state``. Knows Juju; must not import the GARM client
@@ -11,66 +11,19 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Sequence
-from dataclasses import dataclass, field
 
 import ops
 
 from configurator_contract import CONFIGURATOR_RELATION_NAME, unpublished_relation_ids
 from configurator_parser import parse_configurator_units
-from debug_ssh import DEBUG_SSH_RELATION_NAME, DebugSshConnection, parse_debug_ssh
-from desired_state import (
-    CredentialSpec,
-    EntitySpec,
-    Held,
-    InputProblem,
-    ProviderConfig,
-    ScalesetSpec,
-    SecretReader,
-    UnitData,
-)
+from debug_ssh import DEBUG_SSH_RELATION_NAME, parse_debug_ssh
+from desired_state import DesiredState, InputProblem, SecretReader, UnitData
 
 logger = logging.getLogger(__name__)
 
 
-@dataclass(frozen=True)
-class CharmState:
-    """The desired state read from Juju in one pass.
-
-    Attributes:
-        providers: providers published by configurator units this pass.
-        credentials: GitHub App credentials, one per App installation.
-        entities: organisations and repositories.
-        scalesets: scale set specs with ``template_id=0`` (the charmed template's id is known
-            only once that template exists in GARM).
-        debug_ssh: usable tmate servers, sorted by ``(host, port)``.
-        configurator_relation_count: number of garm-configurator relations.
-        unpublished_relation_ids: configurator relations none of whose units set a contract key;
-            nothing can be known of what they described, so nothing is deleted meanwhile.
-        unpublished_apps: the application names of those relations, for the status.
-        problems: bad input found this pass, for the status message.
-        held: what configurators with bad input described: left exactly as it is (no create,
-            update or delete) until their data is fixed; the other configurators go on.
-        prune: whether GARM objects no configurator describes may be deleted this pass.
-            False while a configurator has published nothing, or has bad input that does not
-            tell what it described.
-    """
-
-    providers: tuple[ProviderConfig, ...]
-    credentials: tuple[CredentialSpec, ...]
-    entities: tuple[EntitySpec, ...]
-    scalesets: tuple[ScalesetSpec, ...]
-    debug_ssh: tuple[DebugSshConnection, ...]
-    configurator_relation_count: int
-    unpublished_relation_ids: tuple[int, ...]
-    problems: tuple[InputProblem, ...]
-    held: Held = field(default_factory=Held)
-    unpublished_apps: tuple[str, ...] = ()
-    prune: bool = True
-
-    @property
-    def blocked(self) -> bool:
-        """Whether some configurator is refused in a way only its operator can settle."""
-        return any(p.blocked for p in self.problems)
+class CharmState(DesiredState):
+    """The desired state as read from Juju: ``DesiredState`` with its Juju reader."""
 
     @classmethod
     def from_charm(cls, charm: ops.CharmBase) -> CharmState:
@@ -80,7 +33,7 @@ class CharmState:
             charm: the charm whose model is read.
 
         Returns:
-            The parsed state.
+            The parsed state (a ``DesiredState``).
         """
         relations = sorted(charm.model.relations[CONFIGURATOR_RELATION_NAME], key=lambda r: r.id)
         units = _relation_units(relations)

@@ -1,8 +1,8 @@
 """The debug-ssh relation: the tmate servers runners may offer a debug session through.
 
 Owns the relation name, its keys and the parse of its unit databags into
-``DebugSshConnection``; the charmed template (``reconcile.charmed_template``) puts the first
-one into every runner. Must not import ops or the GARM client: it works on detached ``UnitData``.
+``desired_state.DebugSshConnection``s; the charmed template puts the first one into every
+runner. Must not import ops or the GARM client: it works on detached ``UnitData``.
 """
 
 from __future__ import annotations
@@ -12,23 +12,13 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from configurator_contract import DECIMAL
-from desired_state import InputProblem, UnitData
+from desired_state import DebugSshConnection, InputProblem, UnitData
 from garm_entrypoint import MAX_PORT
 
 logger = logging.getLogger(__name__)
 
 DEBUG_SSH_RELATION_NAME = "debug-ssh"
 DEBUG_SSH_KEYS = ("host", "port", "rsa_fingerprint", "ed25519_fingerprint")
-
-
-@dataclass(frozen=True)
-class DebugSshConnection:
-    """A tmate server published over the debug-ssh relation."""
-
-    host: str
-    port: int
-    rsa_fingerprint: str
-    ed25519_fingerprint: str
 
 
 @dataclass(frozen=True)

@@ -1,9 +1,10 @@
 """The desired state of one pass, as frozen objects detached from Juju and GARM.
 
-Owns the specs the reconcilers work on (providers, credentials, entities, scale sets), what a
-configurator's input is worth this pass (``InputProblem``, ``Held``, ``ConfiguratorInputs``)
-and the names the charm derives from them. Must not import ops or the GARM client: the parser
-fills these objects from relation data, the reconcilers read them.
+Owns ``DesiredState`` and the specs in it that the reconcilers work on (providers, credentials,
+entities, scale sets, debug-ssh servers), what a configurator's input is worth this pass
+(``InputProblem``, ``Held``, ``ConfiguratorInputs``) and the names the charm derives from them.
+Must not import ops or the GARM client: the parser fills these objects from relation data,
+the reconcilers read them.
 """
 
 from __future__ import annotations
@@ -177,3 +178,54 @@ def credential_name(app_id: int, installation_id: int) -> str:
 def app_of_provider(provider_name: str) -> str:
     """Return the configurator application a provider name was derived from."""
     return provider_name.rpartition("-")[0]
+
+
+@dataclass(frozen=True)
+class DebugSshConnection:
+    """A tmate server published over the debug-ssh relation."""
+
+    host: str
+    port: int
+    rsa_fingerprint: str
+    ed25519_fingerprint: str
+
+
+@dataclass(frozen=True)
+class DesiredState:
+    """What one pass wants of GARM, read once from the relations and secrets.
+
+    Attributes:
+        providers: providers published by configurator units this pass.
+        credentials: GitHub App credentials, one per App installation.
+        entities: organisations and repositories.
+        scalesets: scale set specs with ``template_id=0`` (the charmed template's id is known
+            only once that template exists in GARM).
+        debug_ssh: usable tmate servers, sorted by ``(host, port)``.
+        configurator_relation_count: number of garm-configurator relations.
+        unpublished_relation_ids: configurator relations none of whose units set a contract key;
+            nothing can be known of what they described, so nothing is deleted meanwhile.
+        unpublished_apps: the application names of those relations, for the status.
+        problems: bad input found this pass, for the status message.
+        held: what configurators with bad input described: left exactly as it is (no create,
+            update or delete) until their data is fixed; the other configurators go on.
+        prune: whether GARM objects no configurator describes may be deleted this pass.
+            False while a configurator has published nothing, or has bad input that does not
+            tell what it described.
+    """
+
+    providers: tuple[ProviderConfig, ...]
+    credentials: tuple[CredentialSpec, ...]
+    entities: tuple[EntitySpec, ...]
+    scalesets: tuple[ScalesetSpec, ...]
+    debug_ssh: tuple[DebugSshConnection, ...]
+    configurator_relation_count: int
+    unpublished_relation_ids: tuple[int, ...]
+    problems: tuple[InputProblem, ...]
+    held: Held = field(default_factory=Held)
+    unpublished_apps: tuple[str, ...] = ()
+    prune: bool = True
+
+    @property
+    def blocked(self) -> bool:
+        """Whether some configurator is refused in a way only its operator can settle."""
+        return any(p.blocked for p in self.problems)

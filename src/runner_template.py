@@ -12,13 +12,11 @@ import functools
 import ipaddress
 import json
 import shlex
-from collections.abc import Mapping
 from pathlib import Path
 from urllib.parse import urlsplit
 
 import jinja2
 
-from garm import to_base64
 from runner_options import RunnerConfig, ipv4_networks, port_ranges
 
 RUNNER_USER = "runner"
@@ -296,34 +294,3 @@ def render_aproxy_pre_install_script(cfg: RunnerConfig) -> str:
         excludes=", ".join(_aproxy_excludes(cfg.aproxy_exclude_addresses)),
         ports=", ".join(_aproxy_ports(cfg.aproxy_redirect_ports)),
     )
-
-
-def effective_extra_specs(
-    pre_install_scripts: Mapping[str, str], cfg: RunnerConfig
-) -> dict[str, object]:
-    """Compute the ``extra_specs`` GARM gets for a scale set.
-
-    With a runner proxy, the aproxy script is added first (GARM runs scripts in key order) and
-    cloud-init updates are disabled, since they run before any pre-install script could set
-    up the proxy.
-
-    Args:
-        pre_install_scripts: the configurator's scripts, name to content.
-        cfg: the scale set's runner options.
-
-    Returns:
-        ``{"pre_install_scripts": {name: base64}, "disable_updates": True}`` as applicable, or
-        ``{}`` when there is nothing to send (which also clears earlier extra specs in GARM).
-    """
-    scripts: dict[str, str] = {}
-    extra: dict[str, object] = {}
-    if cfg.runner_http_proxy:
-        scripts[APROXY_SCRIPT_NAME] = render_aproxy_pre_install_script(cfg)
-        extra["disable_updates"] = True
-    for name, content in pre_install_scripts.items():
-        scripts.setdefault(name, content)
-    if scripts:
-        extra["pre_install_scripts"] = {
-            name: to_base64(content) for name, content in scripts.items()
-        }
-    return extra

@@ -3,7 +3,7 @@
 Owns the order of one pass in GARM: objects are created in dependency order (credential,
 entity, template, scale set) and deleted in the reverse order in the same pass, so GARM never
 refuses a delete because of a dependent; and the notices the pass leaves for the status. Makes
-no Juju call: it reads the frozen ``CharmState`` and must not import ops.
+no Juju call: it reads the frozen ``DesiredState`` and must not import ops.
 """
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ import dataclasses
 import logging
 from dataclasses import dataclass
 
-from charm_state import CharmState
+from desired_state import DesiredState
 from garm import GarmClient, ScaleSet
 from notices import Notice, Severity
 from reconcile.charmed_template import apply_charmed_template
@@ -39,7 +39,7 @@ class ChainResult:
     notices: list[Notice]
 
 
-def run_chain(client: GarmClient, state: CharmState) -> ChainResult:
+def run_chain(client: GarmClient, state: DesiredState) -> ChainResult:
     """Bring GARM's credentials, entities, charmed template and scale sets to ``state``.
 
     Args:

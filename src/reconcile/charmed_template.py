@@ -11,7 +11,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Sequence
 
-from debug_ssh import DebugSshConnection
+from desired_state import DebugSshConnection
 from garm import (
     CreateTemplateParams,
     GarmApiError,

@@ -22,11 +22,12 @@ from configurator_contract import (
     unpublished_relation_ids,
 )
 from configurator_parser import parse_configurator_units
-from debug_ssh import DebugSshConnection, parse_debug_ssh
+from debug_ssh import parse_debug_ssh
 from desired_state import (
     DEFAULT_GITHUB_ENDPOINT,
     MANAGED_CREDENTIAL_DESCRIPTION,
     ConfiguratorInputs,
+    DebugSshConnection,
     InputProblem,
     UnitData,
     credential_name,

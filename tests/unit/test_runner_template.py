@@ -20,6 +20,7 @@ import pytest
 import yaml
 
 import runner_template as rt
+from reconcile.scalesets.params import effective_extra_specs
 from runner_options import RunnerConfig
 
 MIRROR = "https://mirror.example.com"
@@ -749,14 +750,14 @@ def _decode(extra: dict[str, object]) -> dict[str, str]:
 
 class TestEffectiveExtraSpecs:
     def test_nothing_gives_empty_dict(self):
-        assert rt.effective_extra_specs({}, RunnerConfig()) == {}
+        assert effective_extra_specs({}, RunnerConfig()) == {}
 
     def test_options_without_proxy_do_not_disable_updates(self):
         cfg = RunnerConfig(dockerhub_mirror=MIRROR, otel_collector_endpoint=OTEL)
-        assert rt.effective_extra_specs({}, cfg) == {}
+        assert effective_extra_specs({}, cfg) == {}
 
     def test_scripts_are_base64(self):
-        extra = rt.effective_extra_specs({"pre_install.sh": "echo é\n"}, RunnerConfig())
+        extra = effective_extra_specs({"pre_install.sh": "echo é\n"}, RunnerConfig())
         assert extra == {
             "pre_install_scripts": {
                 "pre_install.sh": base64.b64encode("echo é\n".encode()).decode()
@@ -765,7 +766,7 @@ class TestEffectiveExtraSpecs:
 
     def test_proxy_adds_aproxy_first_and_disables_updates(self):
         cfg = RunnerConfig(runner_http_proxy=PROXY)
-        extra = rt.effective_extra_specs({"pre_install.sh": "echo hi"}, cfg)
+        extra = effective_extra_specs({"pre_install.sh": "echo hi"}, cfg)
         assert extra["disable_updates"] is True
         assert set(extra) == {"disable_updates", "pre_install_scripts"}
         decoded = _decode(extra)
@@ -777,20 +778,20 @@ class TestEffectiveExtraSpecs:
 
     def test_proxy_alone(self):
         cfg = RunnerConfig(runner_http_proxy=PROXY)
-        extra = rt.effective_extra_specs({}, cfg)
+        extra = effective_extra_specs({}, cfg)
         assert extra["disable_updates"] is True
         assert _decode(extra) == {"00-aproxy": rt.render_aproxy_pre_install_script(cfg)}
 
     def test_charm_aproxy_script_replaces_a_configured_one(self):
         cfg = RunnerConfig(runner_http_proxy=PROXY)
-        extra = rt.effective_extra_specs({"a.sh": "a", "00-aproxy": "evil"}, cfg)
+        extra = effective_extra_specs({"a.sh": "a", "00-aproxy": "evil"}, cfg)
         decoded = _decode(extra)
         assert list(decoded) == ["00-aproxy", "a.sh"]
         assert decoded["00-aproxy"] == rt.render_aproxy_pre_install_script(cfg)
 
     def test_input_mapping_not_modified(self):
         scripts = {"pre_install.sh": "x"}
-        rt.effective_extra_specs(scripts, RunnerConfig(runner_http_proxy=PROXY))
+        effective_extra_specs(scripts, RunnerConfig(runner_http_proxy=PROXY))
         assert scripts == {"pre_install.sh": "x"}
 
 

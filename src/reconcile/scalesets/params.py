@@ -1,8 +1,9 @@
 """GARM request bodies for a scale set spec, and whether a live scale set needs one.
 
-Owns how a spec becomes a create body and an update body (explicit empty values where ``None``
-would not clear a field) and the comparison that says a live scale set differs from its spec,
-reading fields GARM omitted as zero. Pure: must not import ops; makes no GARM call.
+Owns how a spec becomes a create body and an update body (``extra_specs`` included; explicit
+empty values where ``None`` would not clear a field) and the comparison that says a live scale
+set differs from its spec, reading fields GARM omitted as zero. Pure: must not import ops;
+makes no GARM call.
 """
 
 from __future__ import annotations
@@ -11,8 +12,9 @@ from collections.abc import Mapping
 from typing import Any
 
 from desired_state import ScalesetSpec
-from garm import CreateScaleSetParams, ScaleSet, UpdateScaleSetParams
-from runner_template import effective_extra_specs
+from garm import CreateScaleSetParams, ScaleSet, UpdateScaleSetParams, to_base64
+from runner_options import RunnerConfig
+from runner_template import APROXY_SCRIPT_NAME, render_aproxy_pre_install_script
 
 # The runner group GARM records for a scale set created without one.
 DEFAULT_RUNNER_GROUP = "Default"
@@ -89,3 +91,34 @@ def update_params(
         extra_specs=extra_specs,
         template_id=template_id if send_template else None,
     )
+
+
+def effective_extra_specs(
+    pre_install_scripts: Mapping[str, str], cfg: RunnerConfig
+) -> dict[str, object]:
+    """Compute the ``extra_specs`` GARM gets for a scale set.
+
+    With a runner proxy, the aproxy script is added first (GARM runs scripts in key order) and
+    cloud-init updates are disabled, since they run before any pre-install script could set
+    up the proxy.
+
+    Args:
+        pre_install_scripts: the configurator's scripts, name to content.
+        cfg: the scale set's runner options.
+
+    Returns:
+        ``{"pre_install_scripts": {name: base64}, "disable_updates": True}`` as applicable, or
+        ``{}`` when there is nothing to send (which also clears earlier extra specs in GARM).
+    """
+    scripts: dict[str, str] = {}
+    extra: dict[str, object] = {}
+    if cfg.runner_http_proxy:
+        scripts[APROXY_SCRIPT_NAME] = render_aproxy_pre_install_script(cfg)
+        extra["disable_updates"] = True
+    for name, content in pre_install_scripts.items():
+        scripts.setdefault(name, content)
+    if scripts:
+        extra["pre_install_scripts"] = {
+            name: to_base64(content) for name, content in scripts.items()
+        }
+    return extra

@@ -7,7 +7,7 @@ import logging
 
 import pytest
 
-from debug_ssh import DebugSshConnection
+from desired_state import DebugSshConnection
 from garm import GarmApiError, GarmClient
 from reconcile.charmed_template import CharmedTemplateError, apply_charmed_template
 from tests.garm_emulator import (

@@ -1,0 +1,114 @@
+"""The one boundary of src/: the GARM side (``garm/``, ``reconcile/``) never reaches Juju.
+
+Read from the source (no import is run): every module's imports, followed through src/ to the
+end. A GARM-side module may reach the standard library, third-party packages other than ops,
+the GARM side itself and the Juju-free vocabulary listed below; ``garm/`` reaches only itself.
+"""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+import pytest
+
+SRC = Path(__file__).resolve().parents[2] / "src"
+GARM_SIDE = ("garm", "reconcile")
+# Flat modules that know neither Juju nor GARM: what the charm hands to the GARM side.
+VOCABULARY = frozenset(
+    {"desired_state", "notices", "runner_options", "runner_template", "telemetry"}
+)
+# The container script's shared constants (environment names, the unit-name pattern).
+CONTAINER_SCRIPT = "garm_entrypoint"
+
+
+def _module_name(path: Path) -> str:
+    parts = list(path.relative_to(SRC).with_suffix("").parts)
+    if parts[-1] == "__init__":
+        parts.pop()
+    return ".".join(parts)
+
+
+def _imports(path: Path) -> set[str]:
+    """The absolute module names a file imports (``from a.b import c`` gives a.b and a.b.c)."""
+    names: set[str] = set()
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        if isinstance(node, ast.Import):
+            names.update(alias.name for alias in node.names)
+        elif isinstance(node, ast.ImportFrom) and node.module and not node.level:
+            names.add(node.module)
+            names.update(f"{node.module}.{alias.name}" for alias in node.names)
+    return names
+
+
+def _graph() -> dict[str, set[str]]:
+    return {_module_name(p): _imports(p) for p in SRC.rglob("*.py")}
+
+
+def _reach(graph: dict[str, set[str]], start: str) -> set[str]:
+    """Every module ``start`` imports, directly or through src/ modules; packages included."""
+    seen: set[str] = set()
+    todo = [start]
+    while todo:
+        for name in graph.get(todo.pop(), set()):
+            for prefix in _prefixes(name):
+                if prefix not in seen:
+                    seen.add(prefix)
+                    todo.append(prefix)
+    return seen
+
+
+def _prefixes(name: str) -> list[str]:
+    parts = name.split(".")
+    return [".".join(parts[:i]) for i in range(1, len(parts) + 1)]
+
+
+def _is_garm_side(name: str) -> bool:
+    return name.split(".")[0] in GARM_SIDE
+
+
+def _crossings(graph: dict[str, set[str]], module: str) -> list[str]:
+    local = {name.split(".")[0] for name in graph}
+    allowed = {*GARM_SIDE, *VOCABULARY, CONTAINER_SCRIPT}
+    if module.split(".")[0] == "garm":
+        allowed = {"garm"}
+    bad: list[str] = []
+    for name in sorted(_reach(graph, module)):
+        top = name.split(".")[0]
+        if top == "ops" or (top in local and top not in allowed):
+            bad.append(name)
+    return bad
+
+
+GRAPH = _graph()
+
+
+@pytest.mark.parametrize("module", sorted(m for m in GRAPH if _is_garm_side(m)))
+def test_garm_side_never_reaches_juju(module: str) -> None:
+    assert _crossings(GRAPH, module) == []
+
+
+@pytest.mark.parametrize("module", sorted(VOCABULARY))
+def test_vocabulary_knows_neither_juju_nor_garm(module: str) -> None:
+    reached = {name.split(".")[0] for name in _reach(GRAPH, module)}
+    assert not reached & {"ops", "garm", "reconcile", "httpx"}, reached
+
+
+def test_the_check_sees_a_crossing() -> None:
+    # A made-up GARM-side module that imports the Juju adapter must be caught, even through
+    # a vocabulary module that (wrongly) imports ops.
+    graph = {
+        **GRAPH,
+        "reconcile.bad": {"charm_state"},
+        "reconcile.sly": {"notices"},
+        "notices": {"ops"},
+    }
+    assert "charm_state" in _crossings(graph, "reconcile.bad")
+    assert "ops" in _crossings(graph, "reconcile.sly")
+    assert "desired_state" in _crossings({**GRAPH, "garm.bad": {"desired_state"}}, "garm.bad")
+
+
+def test_every_garm_side_package_is_checked() -> None:
+    # The parametrised list is read from disk: it must hold the packages' modules.
+    checked = {m for m in GRAPH if _is_garm_side(m)}
+    assert {"garm.client", "reconcile.chain", "reconcile.scalesets.reconciler"} <= checked
