@@ -1,8 +1,9 @@
 #!/usr/bin/env python3
 """Kubernetes charm for GARM, the GitHub Actions Runner Manager.
 
-Every event runs one holistic :meth:`GarmCharm._reconcile`. It records facts (the status to
-show, the changeover progress) that ``collect-status`` turns into the unit and app status.
+Every event runs one holistic :meth:`GarmCharm._reconcile`. It returns one :class:`Outcome`
+(the status it reached, the input problems, the application's unit-count status), built at the
+exit it took; ``collect-status`` turns that outcome into the unit and app status.
 """
 
 from __future__ import annotations
@@ -59,6 +60,41 @@ ADMIN_REJECTED = "GARM rejected the admin credentials"
 STANDBY = "standby; GARM runs on the leader unit"
 
 
+@dataclasses.dataclass(frozen=True)
+class Outcome:
+    """What one reconcile pass reached, for the unit and application status.
+
+    Attributes:
+        status: the status of the exit the pass took.
+        problems: the summary of this pass's input problems, added to the status.
+        blocked_input: whether some configurator is refused in a way only its operator settles.
+        units_blocked: leader only: the application's unit-count status (ADR 0007).
+    """
+
+    status: ops.StatusBase
+    problems: str = ""
+    blocked_input: bool = False
+    units_blocked: ops.StatusBase | None = None
+
+    def shown(self) -> ops.StatusBase:
+        """The status to show: the pass's, with the input-problem summary added."""
+        if not self.problems:
+            return self.status
+        message = "; ".join(part for part in (self.status.message, self.problems) if part)
+        if self.blocked_input and isinstance(self.status, ops.ActiveStatus):
+            # Only the configurator's operator can settle a conflict: say so in the status.
+            return ops.BlockedStatus(message)
+        return type(self.status)(message)
+
+
+@dataclasses.dataclass(frozen=True)
+class _Sync:
+    """How far the GARM part of a pass went: its status, and the live scale sets if it ran."""
+
+    status: ops.StatusBase
+    live: list[ScaleSet] | None = None
+
+
 class GarmCharm(ops.CharmBase):
     """Runs GARM and keeps it equal to what the garm-configurator relations publish."""
 
@@ -78,12 +114,7 @@ class GarmCharm(ops.CharmBase):
         self.tracing = ops.tracing.Tracing(self, cos.TRACING_RELATION)
         # None until a reconcile decides: hooks that do not reconcile (actions, secret
         # housekeeping) then add no status, and Juju keeps the last one shown.
-        self._status: ops.StatusBase | None = None
-        self._notices: Sequence[Notice] = ()
-        self._problems = ""
-        # Leader only: more than one unit on SQLite, shown on the application (ADR 0007).
-        self._units_blocked: ops.StatusBase | None = None
-        self._blocked_input = False
+        self._outcome: Outcome | None = None
         on = self.on
         for event in _reconcile_events(on):
             framework.observe(event, self._on_reconcile_event)
@@ -103,7 +134,7 @@ class GarmCharm(ops.CharmBase):
             # GARM keeps its plan and providers until the stop hook has cleaned up (ADR 0006).
             logger.info("The application is being removed: not reconciling")
             return
-        self._reconcile()
+        self._outcome = self._reconcile()
 
     def _on_secret_changed(self, event: ops.SecretChangedEvent) -> None:
         # The charm moves to a configurator secret's new revision here, once; every other hook
@@ -115,15 +146,16 @@ class GarmCharm(ops.CharmBase):
         event.remove_revision()
 
     def _on_collect_unit_status(self, event: ops.CollectStatusEvent) -> None:
-        if self._status is not None:
-            event.add_status(_with_problems(self._status, self._problems, self._blocked_input))
+        if self._outcome is not None:
+            event.add_status(self._outcome.shown())
 
     def _on_collect_app_status(self, event: ops.CollectStatusEvent) -> None:
         # Only the leader gets this event; the app shows what the leader's unit shows.
-        if self._status is not None:
-            event.add_status(_with_problems(self._status, self._problems, self._blocked_input))
-        if self._units_blocked is not None:
-            event.add_status(self._units_blocked)
+        if self._outcome is None:
+            return
+        event.add_status(self._outcome.shown())
+        if self._outcome.units_blocked is not None:
+            event.add_status(self._outcome.units_blocked)
 
     def _on_get_credentials_action(self, event: ops.ActionEvent) -> None:
         actions.get_credentials(self.model, event)
@@ -143,7 +175,7 @@ class GarmCharm(ops.CharmBase):
     # --- the reconcile pass ------------------------------------------------------------------
 
     @traced("reconcile")
-    def _reconcile(self) -> None:
+    def _reconcile(self) -> Outcome:
         """Bring the workload and GARM to the desired state, in the spec's order."""
         if self.unit.is_leader():
             secrets_store.ensure_owned_secrets(self.app, self.model)
@@ -153,49 +185,44 @@ class GarmCharm(ops.CharmBase):
         cos.publish(self)
         container = self.unit.get_container(workload.CONTAINER_NAME)
         if not container.can_connect():
-            self._status = ops.WaitingStatus(WAITING_PEBBLE)
-            return
+            return Outcome(ops.WaitingStatus(WAITING_PEBBLE))
         cos.forward_logs(self, container)
         try:
             owned = secrets_store.read_owned_secrets(self.model)
         except secrets_store.SecretsUnavailableError:
-            self._status = ops.WaitingStatus(WAITING_SECRETS)
-            return
+            return Outcome(ops.WaitingStatus(WAITING_SECRETS))
         if not self.unit.is_leader():
             workload.stand_by(container)
             leadership.release(self.unit)
-            self._status = leadership.units_blocked(self.model) or ops.ActiveStatus(STANDBY)
-            return
-        self._units_blocked = leadership.units_blocked(self.model)
+            return Outcome(leadership.units_blocked(self.model) or ops.ActiveStatus(STANDBY))
+        outcome = self._serve(container, owned)
+        return dataclasses.replace(outcome, units_blocked=leadership.units_blocked(self.model))
+
+    def _serve(self, container: ops.Container, owned: secrets_store.OwnedSecrets) -> Outcome:
+        """The leader's part of the pass: run GARM and bring it to the desired state."""
         refused = leadership.claim(self.model)
         if refused is not None:
             workload.stand_by(container)
             leadership.release(self.unit)
-            self._status = refused
-            return
+            return Outcome(refused)
         leadership.serve(self.unit)
         if not container.exists(workload.DATA_DIR):
-            self._status = ops.WaitingStatus(WAITING_STORAGE)
-            return
+            return Outcome(ops.WaitingStatus(WAITING_STORAGE))
         database.request_database(self)
         db = self._database_config(container)
         if db is None:
-            self._status = ops.WaitingStatus(WAITING_DATABASE)
-            return
+            return Outcome(ops.WaitingStatus(WAITING_DATABASE))
         state = CharmState.from_charm(self)
-        self._problems = describe_problems(state.problems)
-        self._blocked_input = state.blocked
         stored, record = provider_record.load_record(self.model)
         providers = provider_record.merge(record, state.providers)
         # Stored before it is published: whatever this hook does next, GARM never runs with a
         # provider the record could forget.
         stored = provider_record.save_record(self.app, self.model, stored, providers)
         self._apply_workload(container, owned, db, providers)
-        live = self._sync_garm(state, owned.admin)
-        if live is not None:
-            self._status = self._chain_status(state)
-        kept = provider_record.trim(providers, state.providers, live)
+        sync = self._sync_garm(state, owned.admin)
+        kept = provider_record.trim(providers, state.providers, sync.live)
         provider_record.save_record(self.app, self.model, stored, kept)
+        return Outcome(sync.status, describe_problems(state.problems), state.blocked)
 
     @traced("reconcile.database")
     def _database_config(self, container: ops.Container) -> workload.DatabaseConfig | None:
@@ -229,85 +256,66 @@ class GarmCharm(ops.CharmBase):
         workload.apply_workload(container, workload.build_layer(environment), source)
 
     @traced("reconcile.garm")
-    def _sync_garm(
-        self, state: CharmState, admin: secrets_store.AdminCredentials
-    ) -> list[ScaleSet] | None:
-        """Bootstrap GARM and run the reconcile chain; return the live scale sets or None."""
+    def _sync_garm(self, state: CharmState, admin: secrets_store.AdminCredentials) -> _Sync:
+        """Bootstrap GARM and run the reconcile chain; the live scale sets if the chain ran."""
         with GarmClient(self.garm_api_url) as client:
             try:
                 initialised = client.wait_for_ready(timeout=self.ready_timeout)
             except GarmConnectionError:
                 logger.warning("GARM did not answer within %.0f s", self.ready_timeout)
-                self._status = self._not_answering_status()
-                return None
+                return _Sync(self._not_answering_status())
             except GarmApiError as exc:
-                self._fail_sync(exc)
-                return None
+                return _Sync(_sync_failed(exc))
             try:
                 if not initialised:
                     logger.info("GARM is not initialised: running first-run setup")
                     client.first_run(admin.username, admin.password, admin.email, admin.full_name)
                     logger.info("GARM first-run done; admin user %s created", admin.username)
             except GarmApiError as exc:
-                self._fail_sync(exc)
-                return None
+                return _Sync(_sync_failed(exc))
             return self._run_chain(client, state, admin)
 
     @traced("reconcile.chain")
     def _run_chain(
         self, client: GarmClient, state: CharmState, admin: secrets_store.AdminCredentials
-    ) -> list[ScaleSet] | None:
+    ) -> _Sync:
         try:
             client.login(admin.username, admin.password)
             _ensure_controller_urls(self, client)
         except GarmUnauthorizedError:
             logger.error("GARM refused the admin credentials from secret garm-admin-credentials")
-            self._status = ops.BlockedStatus(ADMIN_REJECTED)
-            return None
+            return _Sync(ops.BlockedStatus(ADMIN_REJECTED))
         except GarmApiError as exc:
-            self._fail_sync(exc)
-            return None
+            return _Sync(_sync_failed(exc))
         try:
             result = run_chain(client, state)
         except CharmedTemplateError as exc:
             logger.warning("Charmed template not applied: %s; scale sets skipped", exc)
-            self._status = ops.WaitingStatus(str(exc))
-            return None
+            return _Sync(ops.WaitingStatus(str(exc)))
         except GarmApiError as exc:
-            self._fail_sync(exc)
-            return None
-        self._notices = result.notices
-        return result.live
-
-    def _chain_status(self, state: CharmState) -> ops.StatusBase:
-        """The status of a pass that ran: what is held back or under way, else plain active."""
-        if not state.configurator_relation_count:
-            # The chain ran to zero: there is nothing to run GARM for yet.
-            return ops.WaitingStatus(WAITING_CONFIGURATOR)
-        message = summarise(self._notices)
-        if blocked(self._notices):
-            return ops.BlockedStatus(message)
-        return ops.ActiveStatus(message)
+            return _Sync(_sync_failed(exc))
+        return _Sync(_chain_status(state, result.notices), result.live)
 
     def _not_answering_status(self) -> ops.StatusBase:
         container = self.unit.get_container(workload.CONTAINER_NAME)
         refused = database.login_refused_status(workload.planned_database(container))
         return refused or ops.WaitingStatus(WAITING_READY)
 
-    def _fail_sync(self, exc: GarmApiError) -> None:
-        logger.warning("Reconcile failed (%s): %s; will retry", type(exc).__name__, exc)
-        self._status = ops.WaitingStatus(SYNC_FAILED)
+
+def _sync_failed(exc: GarmApiError) -> ops.StatusBase:
+    logger.warning("Reconcile failed (%s): %s; will retry", type(exc).__name__, exc)
+    return ops.WaitingStatus(SYNC_FAILED)
 
 
-def _with_problems(status: ops.StatusBase, problems: str, blocked_input: bool) -> ops.StatusBase:
-    """Add the input-problem summary to whatever status the pass decided."""
-    if not problems:
-        return status
-    message = "; ".join(part for part in (status.message, problems) if part)
-    if blocked_input and isinstance(status, ops.ActiveStatus):
-        # Only the configurator's operator can settle a conflict: say so in the status.
+def _chain_status(state: CharmState, notices: Sequence[Notice]) -> ops.StatusBase:
+    """The status of a pass that ran: what is held back or under way, else plain active."""
+    if not state.configurator_relation_count:
+        # The chain ran to zero: there is nothing to run GARM for yet.
+        return ops.WaitingStatus(WAITING_CONFIGURATOR)
+    message = summarise(notices)
+    if blocked(notices):
         return ops.BlockedStatus(message)
-    return type(status)(message) if not isinstance(status, ops.UnknownStatus) else status
+    return ops.ActiveStatus(message)
 
 
 @traced("reconcile.controller_urls")
