@@ -9,29 +9,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from notices import Notice, Severity, summarise
-from reconcile.scalesets.retirement import Handover, ScalesetProgress, draining_phase
-
-# Least advanced first: a collapsed logical scale set shows its slowest generation.
-_CREATING = 0
-_RETIRING = 1
-_DRAINING = 2
-_AWAITING = 3
-
-
-def _stage(entry: ScalesetProgress) -> int:
-    if entry.handover is Handover.PENDING:
-        return _CREATING
-    if entry.handover is Handover.FAILED:
-        return _RETIRING
-    return _DRAINING if entry.remaining_runners > 0 else _AWAITING
-
-
-def _phase(stage: int, runners: int) -> str:
-    if stage == _CREATING:
-        return "creating replacement"
-    if stage == _RETIRING:
-        return "retiring predecessor"
-    return draining_phase(runners) if stage == _DRAINING else "awaiting deletion"
+from reconcile.scalesets.retirement import Phase, ScalesetProgress
 
 
 def progress_notices(progress: Sequence[ScalesetProgress]) -> list[Notice]:
@@ -46,17 +24,15 @@ def progress_notices(progress: Sequence[ScalesetProgress]) -> list[Notice]:
     Returns:
         For example ``a: creating replacement``, as :class:`~notices.Notice` objects.
     """
-    stages: dict[str, int] = {}
+    phases: dict[str, Phase] = {}
     runners: dict[str, int] = {}
     for entry in progress:
-        stage = _stage(entry)
-        stages[entry.logical_name] = min(stages.get(entry.logical_name, stage), stage)
-        runners[entry.logical_name] = runners.get(entry.logical_name, 0) + max(
-            entry.remaining_runners, 0
-        )
+        name = entry.logical_name
+        phases[name] = min(phases.get(name, entry.phase), entry.phase)
+        runners[name] = runners.get(name, 0) + max(entry.remaining_runners, 0)
     return [
-        Notice(Severity.PROGRESS, name, _phase(stage, runners[name]))
-        for name, stage in stages.items()
+        Notice(Severity.PROGRESS, name, phase.words(runners[name]))
+        for name, phase in phases.items()
     ]
 
 

@@ -52,14 +52,44 @@ class ScalesetProgress:
     remaining_runners: int
     handover: Handover = Handover.DONE
 
+    @property
+    def phase(self) -> Phase:
+        """Where this predecessor stands."""
+        if self.handover is Handover.PENDING:
+            return Phase.CREATING_REPLACEMENT
+        if self.handover is Handover.FAILED:
+            return Phase.RETIRING_PREDECESSOR
+        return Phase.of_disabled(max(self.remaining_runners, 0))
+
+
+class Phase(enum.IntEnum):
+    """Where a generation on its way out stands; least advanced first.
+
+    The status notices and the ``scaleset-status`` table both say a phase in these words.
+    """
+
+    CREATING_REPLACEMENT = 0
+    RETIRING_PREDECESSOR = 1
+    DRAINING = 2
+    AWAITING_DELETION = 3
+
+    @classmethod
+    def of_disabled(cls, runners: int | None) -> Phase:
+        """The phase of a disabled generation with this many runners left (None: unknown)."""
+        return cls.AWAITING_DELETION if runners == 0 else cls.DRAINING
+
+    def words(self, runners: int | None = None) -> str:
+        """The phase as the status and the table say it; draining names its runners."""
+        if self is Phase.DRAINING:
+            if runners is None:
+                return "draining ? runners"
+            return f"draining {runners} runner{'' if runners == 1 else 's'}"
+        return self.name.lower().replace("_", " ")
+
 
 def draining_phase(runners: int | None) -> str:
-    """Return the phase text of a disabled predecessor with this many runners left."""
-    if runners is None:
-        return "draining ? runners"
-    if runners == 0:
-        return "awaiting deletion"
-    return f"draining {runners} runner{'' if runners == 1 else 's'}"
+    """Return the phase text of a disabled generation with this many runners left."""
+    return Phase.of_disabled(runners).words(runners)
 
 
 class Retirement:

@@ -12,7 +12,7 @@ import logging
 from garm import GarmApiError, GarmClient, GarmConnectionError, ScaleSet, UpdateScaleSetParams
 from notices import Notice, Severity
 from reconcile.scalesets.names import logical_of
-from reconcile.scalesets.retirement import draining_phase
+from reconcile.scalesets.retirement import Phase, draining_phase
 from reconcile.scalesets.runners import RunnerRemover
 
 logger = logging.getLogger(__name__)
@@ -68,7 +68,9 @@ class OrphanSweep:
             raise
         except GarmApiError as exc:
             logger.warning("Failed to delete scaleset %r; will retry: %s", name, exc)
-            self._notices.append(Notice(Severity.PROGRESS, subject, "awaiting deletion"))
+            self._notices.append(
+                Notice(Severity.PROGRESS, subject, Phase.AWAITING_DELETION.words())
+            )
             return False
         logger.info("Deleted scaleset %r (id=%s)", name, scaleset.id)
         self._deleted_ids.add(scaleset.id)

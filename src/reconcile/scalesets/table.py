@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from desired_state import ScalesetSpec
 from garm import GarmClient, ScaleSet
 from reconcile.scalesets.names import dedupe_specs, family_names, target_scaleset_name
-from reconcile.scalesets.retirement import draining_phase
+from reconcile.scalesets.retirement import Phase, draining_phase
 
 
 def read_status_rows(client: GarmClient, desired: Sequence[ScalesetSpec]) -> list[StatusRow]:
@@ -70,9 +70,9 @@ def _row_phase(
         return "active" if enabled else "re-enabling"
     target_live = target in observed and observed[target].enabled is True
     if not target_live:
-        return "creating replacement"
+        return Phase.CREATING_REPLACEMENT.words()
     if enabled:
-        return "retiring predecessor"
+        return Phase.RETIRING_PREDECESSOR.words()
     return draining_phase(runners)
 
 
