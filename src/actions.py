@@ -11,7 +11,7 @@ import ops
 import secrets_store
 from charm_state import CharmState
 from garm import GarmApiError, GarmClient
-from reconcile.scalesets.table import format_scaleset_table, read_status_rows
+from reconcile.scalesets.table import format_runner_faults, format_scaleset_table, read_status
 
 
 def get_credentials(model: ops.Model, event: ops.ActionEvent) -> None:
@@ -45,8 +45,14 @@ def scaleset_status(charm: ops.CharmBase, event: ops.ActionEvent, api_url: str) 
     try:
         with GarmClient(api_url) as client:
             client.login(admin.username, admin.password)
-            rows = read_status_rows(client, state.scalesets)
+            report = read_status(client, state.scalesets)
     except GarmApiError as exc:
         event.fail(f"Cannot read scale sets from GARM ({type(exc).__name__}).")
         return
-    event.set_results({"scalesets": format_scaleset_table(rows), "count": len(rows)})
+    results: dict[str, str | int] = {
+        "scalesets": format_scaleset_table(report.rows),
+        "count": len(report.rows),
+    }
+    if report.faults:
+        results["runner-faults"] = format_runner_faults(report.faults)
+    event.set_results(results)

@@ -254,6 +254,10 @@ class GarmClient:
         """List the runner instances of a scale set."""
         return self._transport.call_list(f"/scalesets/{scaleset_id}/instances", Instance)
 
+    def list_instances(self) -> list[Instance]:
+        """Return every runner instance GARM manages, of every scale set."""
+        return self._transport.call_list("/instances", Instance)
+
     def delete_instance(
         self, name: str, *, force_remove: bool = False, bypass_github_unauthorized: bool = False
     ) -> None:

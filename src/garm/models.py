@@ -193,6 +193,7 @@ class Instance(ResponseModel):
     """A runner instance of a scale set."""
 
     name: str | None = None
+    scale_set_id: int | None = None
     status: str | None = None
     runner_status: str | None = None
     job: Job | None = None

@@ -18,6 +18,7 @@ from notices import Notice, Severity
 from reconcile.charmed_template import apply_charmed_template
 from reconcile.credentials import CredentialReconciler
 from reconcile.entities import EntityReconciler
+from reconcile.scalesets.faults import fault_notices, runner_faults
 from reconcile.scalesets.progress import progress_notices
 from reconcile.scalesets.reconciler import ScalesetReconciler
 from telemetry import tracer
@@ -71,6 +72,9 @@ def run_chain(client: GarmClient, state: DesiredState) -> ChainResult:
         result = ScalesetReconciler(client).reconcile(
             specs, prune=state.prune, held=held.scalesets, held_apps=held.apps
         )
+    with spans.start_as_current_span("reconcile.runner_faults"):
+        # One listing for every scale set: a runner the cloud refuses shows nowhere else.
+        faults = runner_faults(result.live, client.list_instances()) if result.live else []
     if state.prune:
         with spans.start_as_current_span("reconcile.deletions"):
             in_use = entities.prune(state.entities, result.live, held=held.entities)
@@ -80,6 +84,7 @@ def run_chain(client: GarmClient, state: DesiredState) -> ChainResult:
         *entities.notices,
         *result.notices,
         *progress_notices(result.progress),
+        *fault_notices(faults),
         *(
             Notice(Severity.WAITING, app, "waiting for relation data")
             for app in state.unpublished_apps

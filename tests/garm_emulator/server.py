@@ -610,12 +610,14 @@ class GarmEmulator:
         status: str = "running",
         runner_status: str = "idle",
         updated_at: datetime | None = None,
+        provider_fault: bytes | None = None,
     ) -> dict[str, Any]:
-        """Store a runner of the named scale set in the given state."""
+        """Store a runner of the named scale set in the given state (and provider fault)."""
         with self.state.lock:
             inst = self.state.insert_instance(self._row(scaleset_name), status, runner_status)
             if updated_at is not None:
                 inst.updated_at = updated_at
+            inst.provider_fault = provider_fault
             return self.state.instance_wire(inst)
 
     def add_template(self, name: str, data: bytes, description: str = "") -> dict[str, Any]:

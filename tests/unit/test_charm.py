@@ -511,6 +511,48 @@ def test_scaleset_status_action(driver: CharmDriver, garm: GarmEmulator):
     assert garm.writes() == []
 
 
+IMAGE_FAULT = b"creating instance: Image noble could not be found.\n(HTTP 404) (Request-ID: req-1)"
+
+
+def test_a_runner_the_cloud_refuses_blocks_naming_the_scale_set(
+    driver: CharmDriver, garm: GarmEmulator
+):
+    deploy(driver)
+    driver.add_configurator(configurator("cfg-a", relation_id=1))
+    bad = garm.add_instance(
+        "cfg-a-runners-18515357", status="error", runner_status="", provider_fault=IMAGE_FAULT
+    )
+    out = driver.run(driver.ctx.on.update_status())
+    assert out.unit_status == ops.BlockedStatus(
+        "cfg-a-runners: runners fail to start: creating instance: Image noble could not be found."
+    )
+    garm.clear_requests()
+    with driver._wired():  # pyright: ignore[reportPrivateUsage]
+        driver.ctx.run(driver.ctx.on.action("scaleset-status"), driver.state)
+    results = driver.ctx.action_results or {}
+    faults = results["runner-faults"].splitlines()
+    assert faults[0].split() == ["RUNNER", "SCALESET", "FAULT"]
+    assert faults[1].split()[:2] == [bad["name"], "cfg-a-runners-18515357"]
+    assert faults[1].endswith("creating instance: Image noble could not be found.")
+    assert garm.writes() == []
+    # The runner goes (GARM retries with a new one, or the cloud is fixed): Active again.
+    garm.state.instances.pop(bad["name"])
+    assert driver.run(driver.ctx.on.update_status()).unit_status == ops.ActiveStatus()
+
+
+def test_scaleset_status_lists_no_faults_when_every_runner_starts(
+    driver: CharmDriver, garm: GarmEmulator
+):
+    deploy(driver)
+    driver.add_configurator(configurator("cfg-a", relation_id=1))
+    garm.add_instance("cfg-a-runners-18515357", status="running", runner_status="idle")
+    with driver._wired():  # pyright: ignore[reportPrivateUsage]
+        driver.ctx.run(driver.ctx.on.action("scaleset-status"), driver.state)
+    results = driver.ctx.action_results or {}
+    assert "runner-faults" not in results
+    assert results["scalesets"].splitlines()[1].split()[4] == "1"
+
+
 def test_scaleset_status_refused_on_non_leader(driver: CharmDriver):
     deploy(driver)
     state = dataclasses.replace(driver.state, leader=False)

@@ -1,38 +1,50 @@
-"""The ``scaleset-status`` action's table: every live generation with its phase and runners.
+"""The ``scaleset-status`` action's tables: live generations, and runners that cannot start.
 
-Owns the read of what the table needs from GARM (reads only, never writes), the rows and their
+Owns the read of what the tables need from GARM (reads only, never writes), the rows and their
 rendering. Knows GARM through the client; must not import ops (the action handler in
 ``charm.py`` turns the table into action results).
 """
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 from desired_state import ScalesetSpec
 from garm import GarmClient, ScaleSet
+from reconcile.scalesets.faults import RunnerFault, runner_faults
 from reconcile.scalesets.names import dedupe_specs, family_names, target_scaleset_name
 from reconcile.scalesets.retirement import Phase, draining_phase
 
 
-def read_status_rows(client: GarmClient, desired: Sequence[ScalesetSpec]) -> list[StatusRow]:
-    """Read what the ``scaleset-status`` table needs from GARM; reads only, never writes.
+@dataclass(frozen=True)
+class StatusReport:
+    """What the ``scaleset-status`` action shows: the table rows and the runners that fail."""
+
+    rows: list[StatusRow]
+    faults: list[RunnerFault]
+
+
+def read_status(client: GarmClient, desired: Sequence[ScalesetSpec]) -> StatusReport:
+    """Read what the ``scaleset-status`` action needs from GARM; reads only, never writes.
 
     Args:
         client: an authenticated GARM client.
         desired: the desired specs.
 
     Returns:
-        The rows, as :func:`scaleset_status_rows` orders them.
+        The rows, as :func:`scaleset_status_rows` orders them, and every faulted runner.
     """
     client.list_providers()  # fails early, with a clear class, when GARM is not usable
     scalesets = client.list_scalesets()
-    counts: dict[str, int | None] = {}
-    for scaleset in scalesets:
-        if scaleset.name and scaleset.id is not None:
-            counts[scaleset.name] = len(client.list_scaleset_instances(scaleset.id))
-    return scaleset_status_rows(desired, scalesets, counts)
+    instances = client.list_instances()
+    per_id = Counter(i.scale_set_id for i in instances)
+    counts: dict[str, int | None] = {
+        s.name: per_id[s.id] for s in scalesets if s.name and s.id is not None
+    }
+    rows = scaleset_status_rows(desired, scalesets, counts)
+    return StatusReport(rows, runner_faults(scalesets, instances))
 
 
 STATUS_TABLE_COLUMNS = ("LOGICAL", "SCALESET", "ENABLED", "PHASE", "RUNNERS", "PROVIDER")
@@ -124,9 +136,21 @@ def format_scaleset_table(rows: Sequence[StatusRow]) -> str:
     Returns:
         The table, one line per row, columns separated by at least two spaces.
     """
-    lines = [STATUS_TABLE_COLUMNS, *(row.cells() for row in rows)]
-    widths = [max(len(line[i]) for line in lines) for i in range(len(STATUS_TABLE_COLUMNS))]
+    return _format_table(STATUS_TABLE_COLUMNS, [row.cells() for row in rows])
+
+
+def _format_table(header: Sequence[str], cells: Sequence[Sequence[str]]) -> str:
+    lines = [header, *cells]
+    widths = [max(len(line[i]) for line in lines) for i in range(len(header))]
     return "\n".join(
         "  ".join(cell.ljust(width) for cell, width in zip(line, widths, strict=True)).rstrip()
         for line in lines
     )
+
+
+FAULT_TABLE_COLUMNS = ("RUNNER", "SCALESET", "FAULT")
+
+
+def format_runner_faults(faults: Sequence[RunnerFault]) -> str:
+    """Render faulted runners as a fixed-width table with a header line, like the scale sets."""
+    return _format_table(FAULT_TABLE_COLUMNS, [(f.runner, f.scaleset, f.fault) for f in faults])
