@@ -70,10 +70,13 @@ def describe_problems(problems: Sequence[InputProblem]) -> str:
     """
     if not problems:
         return ""
-    # A configurator refused for a conflict comes first: only its operator can settle it.
-    first = min(problems, key=lambda p: not p.blocked)
+    # A configurator refused for a conflict comes first: only its operator can settle it; a
+    # configurator that is only waiting for its image comes last: nothing is wrong there.
+    first = min(problems, key=lambda p: (not p.blocked, p.waiting))
     if first.blocked:
         text = f"{first.source}: {first.reason}"
+    elif first.waiting:
+        text = first.reason
     else:
         text = f"invalid data from {first.source} ({first.reason})"
     if len(problems) > 1:

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import json
 import logging
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import cast
 
 from configurator_contract import (
@@ -275,6 +275,9 @@ def _scaleset_spec(c: Contribution, unit: UnitData) -> ScalesetSpec | None:
         _problem(c, unit, "neither org nor repo is set")
         return None
     missing = [label for key, label in _SCALESET_REQUIRED if not text(data, key)]
+    if missing == ["image"] and _first_phase(data):
+        _wait_for_image(c, name)
+        return None
     if missing:
         logger.warning(
             "skipping scale set %s from %s: missing %s",
@@ -348,6 +351,30 @@ def _scripts(c: Contribution, unit: UnitData, name: str) -> dict[str, str]:
         )
         _problem(c, unit, "pre_install_scripts is not a JSON object of strings")
     return scripts
+
+
+def _first_phase(data: Mapping[str, str]) -> bool:
+    """Tell whether a unit publishes what a configurator publishes before it has an image.
+
+    Until its image builder answers, a configurator publishes its scale set without
+    ``image_id`` and has no provider and no GitHub App to publish yet.
+    """
+    return not text(data, "openstack_auth_url") and not any(
+        text(data, key) for key in GITHUB_DATABAG_KEYS
+    )
+
+
+def _wait_for_image(contribution: Contribution, name: str) -> None:
+    # The configurator's normal start, not bad data: said once per configurator, and held like
+    # bad data so that nothing it ran before is touched while it waits.
+    problem = InputProblem(
+        source=contribution.app,
+        reason=f"{name}: waiting for an image from {contribution.app}",
+        waiting=True,
+    )
+    if problem not in contribution.problems:
+        logger.info("scale set %s of %s waits for its image", name, contribution.app)
+        contribution.problems.append(problem)
 
 
 def _problem(contribution: Contribution, unit: UnitData, reason: str) -> None:

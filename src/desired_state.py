@@ -124,13 +124,18 @@ class InputProblem:
     Never holds a value from the databag, only where it came from and what is wrong with it.
 
     Attributes:
-        source: the remote unit name that published the data.
+        source: the remote unit name that published the data (the application name for a
+            conflict or a wait).
         reason: a short description, for example ``max_runner is not an integer``.
+        blocked: only the configurator's operator can settle it (a conflict).
+        waiting: not bad data but a normal step of the configurator (it has no image yet);
+            ``reason`` is then the whole status fragment.
     """
 
     source: str
     reason: str
     blocked: bool = False
+    waiting: bool = False
 
 
 @dataclass(frozen=True)

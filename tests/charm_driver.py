@@ -116,6 +116,21 @@ def configurator(
     return Configurator(relation=relation, secrets=[password, key])
 
 
+# What a configurator publishes only once its image builder has answered: the image, its
+# OpenStack provider (leader unit) and its GitHub App.
+SECOND_PHASE_PREFIXES = ("image_id", "openstack_", "github_")
+
+
+def first_phase(cfg: Configurator) -> Configurator:
+    """The same configurator as it publishes before it has an image (its first phase)."""
+    units = {
+        number: {k: v for k, v in data.items() if not k.startswith(SECOND_PHASE_PREFIXES)}
+        for number, data in cfg.relation.remote_units_data.items()
+    }
+    relation = dataclasses.replace(cfg.relation, remote_units_data=units)
+    return Configurator(relation=relation, secrets=cfg.secrets)
+
+
 def base_state(data_dir: Path, *, leader: bool = True, **kwargs: Any) -> testing.State:
     """Return a fresh deployment: leader unit, reachable container with its storage mounted."""
     container = testing.Container(

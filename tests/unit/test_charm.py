@@ -20,6 +20,7 @@ from tests.charm_driver import (
     CharmDriver,
     base_state,
     configurator,
+    first_phase,
     planned_env,
     planned_providers,
 )
@@ -476,6 +477,54 @@ def test_removing_last_configurator_drains_and_trims(driver: CharmDriver, garm: 
     out = driver.run(driver.ctx.on.update_status())
     assert planned_providers(out) == []
     assert out.unit_status == ops.WaitingStatus("Waiting for garm-configurator relation")
+
+
+# --- the configurator's phases ----------------------------------------------------------------
+
+
+def test_a_configurator_without_its_image_yet_is_a_wait(driver: CharmDriver, garm: GarmEmulator):
+    deploy(driver)
+    cfg = configurator("cfg-a", relation_id=1, units=2)
+    out = driver.add_configurator(first_phase(cfg))
+    # Said once for the configurator, as a wait: not "invalid data".
+    assert out.unit_status == ops.ActiveStatus("cfg-a-runners: waiting for an image from cfg-a")
+    assert live_names(garm) == []
+    assert garm.credentials() == []
+    # Its second phase: image, provider and App; the scale set is created, the wait is gone.
+    out = driver.change_relation(out.get_relation(1), **cfg.relation.remote_units_data[0])
+    out = driver.run(driver.ctx.on.update_status())
+    assert out.unit_status == ops.ActiveStatus()
+    assert live_names(garm) == ["cfg-a-runners-18515357"]
+
+
+def test_a_configurator_back_in_its_first_phase_holds_what_it_runs(
+    driver: CharmDriver, garm: GarmEmulator
+):
+    deploy(driver)
+    cfg = configurator("cfg-a", relation_id=1)
+    driver.add_configurator(cfg)
+    assert live_names(garm) == ["cfg-a-runners-18515357"]
+    phase1 = first_phase(cfg).relation.remote_units_data[0]
+    relation = dataclasses.replace(driver.state.get_relation(1), remote_units_data={0: phase1})
+    driver.state = dataclasses.replace(
+        driver.state, relations={*(r for r in driver.state.relations if r.id != 1), relation}
+    )
+    garm.clear_requests()
+    out = driver.run(driver.ctx.on.relation_changed(relation, remote_unit=0))
+    assert out.unit_status == ops.ActiveStatus("cfg-a-runners: waiting for an image from cfg-a")
+    assert garm.writes() == []
+    assert live_names(garm) == ["cfg-a-runners-18515357"]
+    assert planned_providers(out) == ["cfg-a-0"]
+
+
+def test_malformed_scale_set_data_still_says_so(driver: CharmDriver):
+    deploy(driver)
+    # An image missing beside a published App is not the first phase: it is bad data.
+    cfg = configurator("cfg-a", relation_id=1, extra={"image_id": ""})
+    out = driver.add_configurator(cfg)
+    assert out.unit_status == ops.ActiveStatus(
+        "invalid data from cfg-a/0 (scale set fields missing: image)"
+    )
 
 
 # --- actions ---------------------------------------------------------------------------------
