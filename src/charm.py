@@ -17,6 +17,7 @@ import ops
 
 import actions
 import cos
+import credential_record
 import database
 import ingress
 import leadership
@@ -288,12 +289,15 @@ class GarmCharm(ops.CharmBase):
         except GarmApiError as exc:
             return _Sync(_sync_failed(exc))
         try:
-            result = run_chain(client, state)
+            sent = credential_record.load(self.model)
+            result = run_chain(client, state, sent)
         except CharmedTemplateError as exc:
             logger.warning("Charmed template not applied: %s; scale sets skipped", exc)
             return _Sync(ops.WaitingStatus(str(exc)))
         except GarmApiError as exc:
             return _Sync(_sync_failed(exc))
+        if result.sent is not None:
+            credential_record.save(self.model, result.sent)
         return _Sync(_chain_status(state, result.notices), result.live)
 
     def _not_answering_status(self) -> ops.StatusBase:

@@ -9,6 +9,7 @@ the reconcilers read them.
 
 from __future__ import annotations
 
+import hashlib
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 
@@ -65,6 +66,12 @@ class CredentialSpec:
     private_key: str = field(repr=False)
     description: str
     source: str = ""  # the configurator application that publishes it, for the status
+
+    @property
+    def fingerprint(self) -> str:
+        """A digest of the App ids and key: tells a rotated key apart without keeping it."""
+        material = f"{self.app_id}\n{self.installation_id}\n{self.private_key}"
+        return hashlib.sha256(material.encode("utf-8", "replace")).hexdigest()
 
 
 @dataclass(frozen=True)

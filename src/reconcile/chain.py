@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import dataclasses
 import logging
+from collections.abc import Mapping
 from dataclasses import dataclass
 
 from desired_state import DesiredState
@@ -34,18 +35,23 @@ class ChainResult:
         live: the scale sets in GARM after the pass (nameless ones included).
         notices: what each reconciler held back, the changeovers under way and the
             configurators that have published nothing yet.
+        sent: the credential fingerprints GARM holds after the pass (None: not tracked).
     """
 
     live: list[ScaleSet]
     notices: list[Notice]
+    sent: dict[str, str] | None = None
 
 
-def run_chain(client: GarmClient, state: DesiredState) -> ChainResult:
+def run_chain(
+    client: GarmClient, state: DesiredState, sent: Mapping[str, str] | None = None
+) -> ChainResult:
     """Bring GARM's credentials, entities, charmed template and scale sets to ``state``.
 
     Args:
         client: a logged-in GARM client.
         state: the desired state of this pass.
+        sent: the credential fingerprints recorded after the last pass, None when untracked.
 
     Returns:
         The live scale sets and the notices of the pass.
@@ -58,7 +64,7 @@ def run_chain(client: GarmClient, state: DesiredState) -> ChainResult:
     held = state.held
     spans = tracer()
     with spans.start_as_current_span("reconcile.credentials"):
-        credentials = CredentialReconciler(client)
+        credentials = CredentialReconciler(client, sent)
         credentials.ensure(state.credentials, held=held.credentials)
     with spans.start_as_current_span("reconcile.entities"):
         entities = EntityReconciler(client, credentials.listed)
@@ -99,4 +105,4 @@ def run_chain(client: GarmClient, state: DesiredState) -> ChainResult:
         len(specs),
         len(notices),
     )
-    return ChainResult(result.live, notices)
+    return ChainResult(result.live, notices, credentials.sent)

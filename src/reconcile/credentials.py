@@ -6,7 +6,9 @@ empty or missing is taken over (its description is set on update); any other des
 someone else created it and the charm never touches it. Credentials are attached to GARM's
 built-in ``github.com`` endpoint; no endpoint is created or changed.
 
-GARM never returns private keys, so a rotated key under the same name is not detected.
+GARM never returns private keys, so a rotated key under the same name is told apart by the
+fingerprint of what was last sent (``sent``, kept by the charm): a managed credential whose
+fingerprint differs, or was never recorded, is updated with the configurator's App.
 
 A credential GARM refuses (a key it cannot parse, say) is reported as a notice naming the
 configurator and the relation key at fault, never the value, and the others go on.
@@ -15,7 +17,7 @@ configurator and the relation key at fault, never the value, and the others go o
 from __future__ import annotations
 
 import logging
-from collections.abc import Collection, Sequence
+from collections.abc import Collection, Mapping, Sequence
 
 from desired_state import DEFAULT_GITHUB_ENDPOINT, MANAGED_CREDENTIAL_DESCRIPTION, CredentialSpec
 from garm import (
@@ -86,13 +88,16 @@ class CredentialReconciler:
         listed: GARM's credentials as listed when the reconciler was made.
         missing: names of desired credentials that are not in GARM after :meth:`ensure`.
         notices: credentials held back this pass, for the status.
+        sent: fingerprint of what GARM holds per credential the charm sent, None when the
+            charm keeps no such memory (then a rotated key is not noticed).
     """
 
-    def __init__(self, client: GarmClient) -> None:
+    def __init__(self, client: GarmClient, sent: Mapping[str, str] | None = None) -> None:
         """List GARM's credentials.
 
         Args:
             client: an authenticated GARM client.
+            sent: the fingerprints recorded after earlier passes, or None.
 
         Raises:
             GarmApiError: the listing failed.
@@ -101,6 +106,7 @@ class CredentialReconciler:
         self.listed: list[Credential] = client.list_credentials()
         self.missing: set[str] = set()
         self.notices: list[Notice] = []
+        self.sent: dict[str, str] | None = None if sent is None else dict(sent)
 
     def ensure(self, desired: Sequence[CredentialSpec], held: Collection[str] = ()) -> None:
         """Create the desired credentials GARM lacks and update the ones that drifted.
@@ -123,8 +129,11 @@ class CredentialReconciler:
             try:
                 if current is None:
                     _create(self.client, spec)
-                elif is_claimable(current):
-                    _update_if_drifted(self.client, spec, current)
+                    self._record(spec)
+                elif is_claimable(current) and _update_if_drifted(
+                    self.client, spec, current, rotated=self._rotated(spec)
+                ):
+                    self._record(spec)
             except (GarmConnectionError, GarmUnauthorizedError):
                 raise
             except GarmApiError as exc:
@@ -136,6 +145,13 @@ class CredentialReconciler:
                     name,
                     current.description,
                 )
+
+    def _rotated(self, spec: CredentialSpec) -> bool:
+        return self.sent is not None and self.sent.get(spec.name) != spec.fingerprint
+
+    def _record(self, spec: CredentialSpec) -> None:
+        if self.sent is not None:
+            self.sent[spec.name] = spec.fingerprint
 
     def _refused(self, spec: CredentialSpec, exc: GarmApiError, *, created: bool) -> None:
         # GARM names the key when it can parse the request; a bare 500 comes from the key too.
@@ -188,7 +204,12 @@ class CredentialReconciler:
                     current.id,
                 )
                 continue
-            _delete(self.client, current.id, name)
+            if _delete(self.client, current.id, name) and self.sent is not None:
+                self.sent.pop(name, None)
+        if self.sent is not None:
+            # A credential that is gone from GARM (deleted by hand, say) is sent again in full.
+            listed = {c.name for c in self.listed}
+            self.sent = {n: f for n, f in self.sent.items() if n in listed or n in wanted}
 
 
 def _by_name(desired: Sequence[CredentialSpec]) -> dict[str, CredentialSpec]:
@@ -210,18 +231,28 @@ def _create(client: GarmClient, spec: CredentialSpec) -> None:
     logger.info("Created GitHub credential %s (id=%s)", spec.name, created.id)
 
 
-def _update_if_drifted(client: GarmClient, spec: CredentialSpec, current: Credential) -> None:
-    if not spec.description or current.description == spec.description:
-        return
+def _update_if_drifted(
+    client: GarmClient, spec: CredentialSpec, current: Credential, *, rotated: bool
+) -> bool:
+    """Update a credential whose description drifted or whose App changed.
+
+    Returns:
+        Whether GARM holds the spec's App now (False only when it could not be updated).
+    """
+    described = not spec.description or current.description == spec.description
+    if described and not rotated:
+        return True
     if current.id is None:
         logger.warning("GitHub credential %s has no id in GARM; cannot update it", spec.name)
-        return
+        return False
     params = UpdateCredentialParams(description=spec.description, app=_github_app(spec))
     client.update_credential(current.id, params)
-    logger.info("Updated GitHub credential %s (id=%s)", spec.name, current.id)
+    why = "its App key or ids changed" if rotated else "its description drifted"
+    logger.info("Updated GitHub credential %s (id=%s): %s", spec.name, current.id, why)
+    return True
 
 
-def _delete(client: GarmClient, credential_id: int, name: str) -> None:
+def _delete(client: GarmClient, credential_id: int, name: str) -> bool:
     logger.info("Deleting GitHub credential %s (id=%s): no longer desired", name, credential_id)
     try:
         client.delete_credential(credential_id)
@@ -234,3 +265,5 @@ def _delete(client: GarmClient, credential_id: int, name: str) -> None:
             credential_id,
             describe_failure(exc),
         )
+        return False
+    return True

@@ -82,6 +82,32 @@ def bodies(garm: Garm) -> list[Any]:
 # --- credentials ------------------------------------------------------------------------------
 
 
+def test_a_rotated_key_is_sent_with_the_app_and_kept(client: GarmClient, ready_garm: Garm):
+    old, new = credential_spec(1, 2, key=0), credential_spec(1, 2, key=1)
+    first = CredentialReconciler(client, sent={})
+    first.ensure([old])
+    assert first.sent == {CREDENTIAL: old.fingerprint}
+    ready_garm.clear_requests()
+    # The same fingerprint: nothing is sent.
+    CredentialReconciler(client, sent=first.sent).ensure([old])
+    assert writes(ready_garm) == []
+    rotated = CredentialReconciler(client, sent=first.sent)
+    rotated.ensure([new])
+    [(method, path, status)] = writes(ready_garm)
+    assert (method, status) == ("PUT", 200)
+    assert path.startswith("/github/credentials/")
+    assert bodies(ready_garm)[0]["app"] == {
+        "app_id": 1,
+        "installation_id": 2,
+        "private_key_bytes": b64(pkcs1_pem(1)),
+    }
+    assert rotated.sent == {CREDENTIAL: new.fingerprint}
+    assert rotated.notices == []
+    # GARM still lists it as the charm's, under the same id.
+    [listed] = [c for c in client.list_credentials() if c.name == CREDENTIAL]
+    assert listed.description == MARKER
+
+
 def test_credential_reconciler_story(client: GarmClient, ready_garm: Garm):
     first, second = credential_spec(1, 2, key=0), credential_spec(3, 4, key=1)
     # Someone else's credential under a name a configurator asks for.
