@@ -23,13 +23,13 @@ from dataclasses import dataclass
 import ops
 
 from databag import write_changed
-from garm_entrypoint import (
+from runner_options import MAX_PORT
+from workload import (
     DEFAULT_POSTGRESQL_DB_NAME,
     DEFAULT_POSTGRESQL_PORT,
     DEFAULT_POSTGRESQL_SSLMODE,
-    MAX_PORT,
+    DatabaseConfig,
 )
-from workload import DatabaseConfig
 
 __all__ = [
     "POSTGRESQL_RELATION",
