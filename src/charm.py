@@ -228,7 +228,7 @@ class GarmCharm(ops.CharmBase):
     @traced("reconcile.database")
     def _database_config(self, container: ops.Container) -> workload.DatabaseConfig | None:
         """Return the database to run GARM with, or None while waiting for PostgreSQL data."""
-        wanted = database.database_config(self).config
+        wanted = database.database_config(self)
         current = workload.planned_database(container)
         if wanted is None:
             # Related but incomplete: keep what the plan already runs, if anything.

@@ -29,7 +29,7 @@ from cosl import JujuTopology
 from cosl.rules import AlertRules
 from pydantic import BaseModel, ConfigDict
 
-from garm_entrypoint import GARM_PORT
+from workload import GARM_PORT
 
 logger = logging.getLogger(__name__)
 

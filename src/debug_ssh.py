@@ -13,7 +13,7 @@ from dataclasses import dataclass
 
 from configurator_contract import DECIMAL
 from desired_state import DebugSshConnection, InputProblem, UnitData
-from garm_entrypoint import MAX_PORT
+from runner_options import MAX_PORT
 
 logger = logging.getLogger(__name__)
 

@@ -2,8 +2,11 @@
 """Container entrypoint: render GARM's configuration from the environment, then exec GARM.
 
 Pebble runs this file as ``python3 /opt/garm-charm/garm_entrypoint.py``. It is pushed into the
-container on its own, so it uses the standard library only. The charm's ``workload`` module
-imports the constants below so both sides agree on variable names and paths.
+container on its own, so it uses the standard library only and defines every value it needs.
+The charm imports from here only the environment it writes for this script (the variable
+names, the values of ``GARM_DB_BACKEND``, how the provider list is cut into variables) and
+:data:`UNIT_NAME_PATTERN`; values both sides need otherwise (GARM's port, the highest port, the
+PostgreSQL defaults, the provider fields) have a charm-side copy that a unit test pins equal.
 
 Steps, in order: validate the environment, parse the provider list, prepare ``/etc/garm``
 (mode 0700) and remove provider files of providers that are gone, write every file atomically
@@ -46,6 +49,7 @@ GARM_CONFIG_VERSION = "GARM_CONFIG_VERSION"
 
 BACKEND_SQLITE = "sqlite3"
 BACKEND_POSTGRESQL = "postgresql"
+# Applied when a variable is empty; the charm's copies are in its workload module.
 DEFAULT_POSTGRESQL_PORT = 5432
 DEFAULT_POSTGRESQL_DB_NAME = "garm"
 DEFAULT_POSTGRESQL_SSLMODE = "prefer"
@@ -89,7 +93,7 @@ PROVIDER_REQUIRED_FIELDS = (
 # because the name becomes a file path. Used with fullmatch, so a trailing newline cannot slip
 # past the ``$``.
 UNIT_NAME_PATTERN = re.compile(r"^[a-z][a-z0-9-]*-[0-9]+$")
-# The highest TCP port; the charm's port checks use it too.
+# The highest TCP port (the charm's copy is in its runner_options module).
 MAX_PORT = 65535
 
 CONFIG_DIR = "/etc/garm"
@@ -98,7 +102,7 @@ CONFIG_FILE = f"{CONFIG_DIR}/{CONFIG_FILE_NAME}"
 CONFIG_DIR_PATH = Path(CONFIG_DIR)
 GARM_BINARY = "/usr/local/bin/garm"
 PROVIDER_BINARY = "/usr/local/bin/garm-provider-openstack"
-SQLITE_DB_FILE = "/var/lib/garm/garm.db"
+# GARM's API port (the charm's copy, for ports, ingress and metrics, is in its workload module).
 GARM_PORT = 8080
 # Inside the pod GARM must be reachable through the Kubernetes service, so it listens on every
 # interface; tests override this to stay on loopback.

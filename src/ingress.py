@@ -16,7 +16,7 @@ from urllib.parse import urlsplit
 import ops
 
 from databag import write_changed
-from garm_entrypoint import GARM_PORT
+from workload import GARM_PORT
 
 __all__ = [
     "INGRESS_RELATION",

@@ -20,7 +20,7 @@ import logging
 
 import ops
 
-from garm_entrypoint import GARM_PORT
+from workload import GARM_PORT
 
 logger = logging.getLogger(__name__)
 

@@ -14,17 +14,19 @@ from __future__ import annotations
 import json
 import logging
 from collections.abc import Iterable, Sequence
+from dataclasses import fields
 from typing import Protocol
 
 import ops
 
 from desired_state import ProviderConfig
-from garm_entrypoint import PROVIDER_REQUIRED_FIELDS
 
 logger = logging.getLogger(__name__)
 
 PROVIDER_RECORD_LABEL = "garm-providers"
 _RECORD_KEY = "providers"
+# What a stored entry must hold: every field of a provider.
+_PROVIDER_FIELDS = tuple(f.name for f in fields(ProviderConfig))
 
 
 class ProviderRecordError(Exception):
@@ -71,10 +73,10 @@ def parse_record(text: str) -> tuple[ProviderConfig, ...]:
 def _provider_from(entry: object) -> ProviderConfig:
     if not isinstance(entry, dict):
         raise ProviderRecordError("provider record holds a non-object entry")
-    fields: dict[object, object] = entry  # pyright: ignore[reportUnknownVariableType]
-    values = {key: fields.get(key) for key in PROVIDER_REQUIRED_FIELDS}
+    stored: dict[object, object] = entry  # pyright: ignore[reportUnknownVariableType]
+    values = {key: stored.get(key) for key in _PROVIDER_FIELDS}
     strings = {key: value for key, value in values.items() if isinstance(value, str) and value}
-    if len(strings) != len(PROVIDER_REQUIRED_FIELDS):
+    if len(strings) != len(_PROVIDER_FIELDS):
         raise ProviderRecordError("provider record holds an incomplete entry")
     return ProviderConfig(**strings)
 

@@ -2,8 +2,8 @@
 
 Owns :class:`RunnerConfig` (the options a configurator sets per scale set, re-sanitised from
 untrusted relation data) and the single parser of port ranges and IPv4 networks, which
-``runner_template`` uses again when it renders the aproxy script. Pure: must not import ops,
-the GARM client or any other charm module but ``garm_entrypoint`` (for the port bound).
+``runner_template`` uses again when it renders the aproxy script. Owns the port bound
+:data:`MAX_PORT` too. Pure: must not import ops, the GARM client or any other charm module.
 """
 
 from __future__ import annotations
@@ -12,8 +12,6 @@ import ipaddress
 import re
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
-
-from garm_entrypoint import MAX_PORT
 
 RUNNER_OPTION_DATABAG_KEYS = (
     "dockerhub_mirror",
@@ -24,6 +22,9 @@ RUNNER_OPTION_DATABAG_KEYS = (
     "pre_job_script",
 )
 
+# The highest TCP port. The entrypoint, which runs in the container alone, has its own copy;
+# tests/unit/test_workload.py pins the two equal.
+MAX_PORT = 65535
 _PORT_TOKEN = re.compile(r"^(\d{1,5})(?:-(\d{1,5}))?$")
 
 

@@ -1,8 +1,9 @@
 """The GARM workload: its Pebble layer, its environment and the entrypoint pushed to it.
 
 Everything here is a pure builder except :func:`apply_workload`, which talks to Pebble. The
-variable names come from ``garm_entrypoint`` so the charm and the container agree on them.
-The layer and environment hold secrets: callers must never log them.
+variable names come from ``garm_entrypoint`` so the charm and the container agree on them;
+the rest is the charm's own: GARM's port, the SQLite file, the PostgreSQL defaults of
+:class:`DatabaseConfig`. The layer and environment hold secrets: callers must never log them.
 """
 
 from __future__ import annotations
@@ -19,14 +20,10 @@ from garm_entrypoint import (
     APP_BASE_URL,
     BACKEND_POSTGRESQL,
     BACKEND_SQLITE,
-    DEFAULT_POSTGRESQL_DB_NAME,
-    DEFAULT_POSTGRESQL_PORT,
-    DEFAULT_POSTGRESQL_SSLMODE,
     GARM_CONFIG_VERSION,
     GARM_DB_BACKEND,
     GARM_JWT_SECRET,
     GARM_PASSPHRASE,
-    GARM_PORT,
     GARM_SQLITE_DB_FILE,
     POSTGRESQL_DB_HOSTNAME,
     POSTGRESQL_DB_NAME,
@@ -34,7 +31,6 @@ from garm_entrypoint import (
     POSTGRESQL_DB_PORT,
     POSTGRESQL_DB_SSLMODE,
     POSTGRESQL_DB_USERNAME,
-    SQLITE_DB_FILE,
     split_providers_json,
 )
 
@@ -42,7 +38,11 @@ __all__ = [
     "CHECK_NAME",
     "CONTAINER_NAME",
     "DATA_DIR",
+    "DEFAULT_POSTGRESQL_DB_NAME",
+    "DEFAULT_POSTGRESQL_PORT",
+    "DEFAULT_POSTGRESQL_SSLMODE",
     "ENTRYPOINT_PATH",
+    "GARM_PORT",
     "JUJU_PROXY_ENV_VARS",
     "LAYER_LABEL",
     "SERVICE_NAME",
@@ -67,6 +67,14 @@ CHECK_NAME = "garm-alive"
 ENTRYPOINT_PATH = "/opt/garm-charm/garm_entrypoint.py"
 ENTRYPOINT_PERMISSIONS = 0o755
 DATA_DIR = "/var/lib/garm"
+SQLITE_DB_FILE = f"{DATA_DIR}/garm.db"
+# The entrypoint has its own copy of this port and of the PostgreSQL defaults below (it runs in
+# the container alone); tests/unit/test_workload.py pins each pair equal.
+GARM_PORT = 8080
+DEFAULT_POSTGRESQL_PORT = 5432
+DEFAULT_POSTGRESQL_DB_NAME = "garm"
+# Encrypted when the server offers TLS, without checking its certificate.
+DEFAULT_POSTGRESQL_SSLMODE = "prefer"
 SERVICE_COMMAND = f"python3 {ENTRYPOINT_PATH}"
 METRICS_URL = f"http://127.0.0.1:{GARM_PORT}/metrics"
 CONFIG_VERSION_LENGTH = 12

@@ -112,3 +112,9 @@ def test_every_garm_side_package_is_checked() -> None:
     # The parametrised list is read from disk: it must hold the packages' modules.
     checked = {m for m in GRAPH if _is_garm_side(m)}
     assert {"garm.client", "reconcile.chain", "reconcile.scalesets.reconciler"} <= checked
+
+
+def test_the_login_probe_knows_no_juju_and_no_charm_module() -> None:
+    local = {name.split(".")[0] for name in GRAPH} - {"postgres_login"}
+    reached = {name.split(".")[0] for name in _reach(GRAPH, "postgres_login")}
+    assert not reached & {"ops", *local}, reached

@@ -12,7 +12,6 @@ from ops import testing
 
 from database import (
     POSTGRESQL_RELATION,
-    DatabaseInput,
     database_config,
     request_database,
     warn_on_backend_switch,
@@ -29,7 +28,7 @@ META: dict[str, Any] = {
 
 PASSWORD = "s3cret-Pa55word"  # test value; asserted absent from logs
 
-RESULTS: list[DatabaseInput] = []
+RESULTS: list[DatabaseConfig | None] = []
 
 
 class DatabaseCharm(ops.CharmBase):
@@ -54,7 +53,7 @@ def _run(
     *,
     leader: bool = True,
     secrets: tuple[testing.Secret, ...] = (),
-) -> tuple[testing.State, DatabaseInput]:
+) -> tuple[testing.State, DatabaseConfig | None]:
     ctx = testing.Context(DatabaseCharm, meta=META)
     state = testing.State(
         leader=leader, relations=[relation] if relation else [], secrets=list(secrets)
@@ -121,7 +120,7 @@ def test_request_corrects_stale_values():
 def test_no_relation_means_sqlite():
     _, result = _run(None)
 
-    assert result.config == DatabaseConfig.sqlite()
+    assert result == DatabaseConfig.sqlite()
 
 
 def test_relation_being_removed_means_sqlite():
@@ -130,7 +129,7 @@ def test_relation_being_removed_means_sqlite():
     ctx.run(ctx.on.relation_broken(relation), testing.State(leader=True, relations=[relation]))
 
     [result] = RESULTS
-    assert result == DatabaseInput(DatabaseConfig.sqlite())
+    assert result == DatabaseConfig.sqlite()
 
 
 def test_plaintext_credentials_complete(caplog: pytest.LogCaptureFixture):
@@ -139,9 +138,9 @@ def test_plaintext_credentials_complete(caplog: pytest.LogCaptureFixture):
     )
     _, result = _run(relation)
 
-    assert result.config is not None
-    assert result.config.backend == "postgresql"
-    assert result.config == DatabaseConfig(
+    assert result is not None
+    assert result.backend == "postgresql"
+    assert result == DatabaseConfig(
         backend="postgresql",
         host="pg-primary.svc",
         port=5433,
@@ -160,9 +159,9 @@ def test_secret_user_credentials_complete(caplog: pytest.LogCaptureFixture):
     )
     _, result = _run(relation, secrets=(secret,))
 
-    assert result.config is not None
-    assert result.config.backend == "postgresql"
-    assert result.config == DatabaseConfig(
+    assert result is not None
+    assert result.backend == "postgresql"
+    assert result == DatabaseConfig(
         backend="postgresql",
         host="10.0.0.7",
         port=5432,
@@ -182,16 +181,16 @@ def test_secret_user_is_read_at_its_latest_revision():
     relation = _pg({"endpoints": "db:5432", "secret-user": secret.id})
     _, result = _run(relation, secrets=(secret,))
 
-    assert result.config is not None
-    assert (result.config.username, result.config.password) == ("new-user", PASSWORD)
+    assert result is not None
+    assert (result.username, result.password) == ("new-user", PASSWORD)
 
 
 def test_non_leader_reads_complete_data_too():
     relation = _pg({"endpoints": "db", "username": "u", "password": PASSWORD})
     _, result = _run(relation, leader=False)
 
-    assert result.config is not None
-    assert result.config.backend == "postgresql"
+    assert result is not None
+    assert result.backend == "postgresql"
 
 
 @pytest.mark.parametrize(
@@ -222,7 +221,7 @@ def test_non_leader_reads_complete_data_too():
 def test_incomplete_data_waits(remote_app_data: dict[str, str], caplog: pytest.LogCaptureFixture):
     _, result = _run(_pg(remote_app_data))
 
-    assert result == DatabaseInput(None)
+    assert result is None
     _assert_no_password(caplog)
 
 
@@ -231,7 +230,7 @@ def test_invalid_port_waits(port: str, caplog: pytest.LogCaptureFixture):
     relation = _pg({"endpoints": f"db:{port}", "username": "u", "password": PASSWORD})
     _, result = _run(relation)
 
-    assert result.config is None
+    assert result is None
     assert any(
         record.levelno == logging.WARNING and "port" in record.getMessage()
         for record in caplog.records
@@ -245,7 +244,7 @@ def test_unknown_secret_waits_and_warns_with_its_id(caplog: pytest.LogCaptureFix
     )
     _, result = _run(relation)
 
-    assert result.config is None
+    assert result is None
     warnings = [r.getMessage() for r in caplog.records if r.levelno == logging.WARNING]
     assert any(secret_id in message for message in warnings)
     _assert_no_password(caplog)
@@ -256,7 +255,7 @@ def test_secret_missing_a_key_waits_and_warns(caplog: pytest.LogCaptureFixture):
     relation = _pg({"endpoints": "db:5432", "secret-user": secret.id})
     _, result = _run(relation, secrets=(secret,))
 
-    assert result.config is None
+    assert result is None
     warnings = [r.getMessage() for r in caplog.records if r.levelno == logging.WARNING]
     assert any(secret.id in message and "password" in message for message in warnings)
     _assert_no_password(caplog)
@@ -289,16 +288,16 @@ def test_first_endpoint_gives_host_and_port(endpoints: str, host: str, port: int
     relation = _pg({"endpoints": endpoints, "username": "u", "password": PASSWORD})
     _, result = _run(relation)
 
-    assert result.config is not None
-    assert result.config.backend == "postgresql"
-    assert result.config is not None
-    assert (result.config.host, result.config.port) == (host, port)
+    assert result is not None
+    assert result.backend == "postgresql"
+    assert (result.host, result.port) == (host, port)
 
 
 def test_database_config_repr_hides_password():
     relation = _pg({"endpoints": "db", "username": "u", "password": PASSWORD})
     _, result = _run(relation)
 
+    assert result is not None
     assert PASSWORD not in repr(result)
 
 

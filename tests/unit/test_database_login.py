@@ -1,14 +1,16 @@
 """GARM does not answer on PostgreSQL: the charm tells a refused database login apart.
 
-A small server on 127.0.0.1 plays PostgreSQL's side of the login (SSL refused, then an
-``ErrorResponse`` with the SQLSTATE given, or ``AuthenticationOk``), so the charm's probe runs
-for real; GARM is an address where nothing listens, as when it exited at start. The charm runs
-through ``ops.testing`` with the charm driver. The same status on real GARM and a real
-PostgreSQL server is in ``tests/conformance/test_postgresql.py``.
+A small server on 127.0.0.1 plays PostgreSQL's side of the login as a server without TLS
+does (SSL refused, then an ``ErrorResponse`` with the SQLSTATE given, or ``AuthenticationOk``
+and ``ReadyForQuery``), so the charm's probe runs for real; GARM is an address where nothing
+listens, as when it exited at start. The charm runs through ``ops.testing`` with the charm
+driver. The same status on real GARM and a real PostgreSQL server is in
+``tests/conformance/test_postgresql.py``.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import socket
 import struct
 import threading
@@ -21,6 +23,7 @@ from ops import testing
 
 import charm
 import database
+import postgres_login
 from tests.charm_driver import CharmDriver, base_state
 from tests.log_secrets import register_secret
 from tests.real_garm.harness import free_port
@@ -28,6 +31,7 @@ from workload import DatabaseConfig
 
 PASSWORD = "Pg-unit-password-7c1e"  # test value
 register_secret(PASSWORD)
+SSL_REQUEST = struct.pack("!ii", 8, 80877103)
 
 
 class FakePostgres:
@@ -62,13 +66,17 @@ class FakePostgres:
                 self._answer(conn)
 
     def _answer(self, conn: socket.socket) -> None:
-        conn.recv(8)  # SSLRequest
+        # GARM's sslmode=prefer asks for TLS first; this server, like one without TLS, refuses.
+        if conn.recv(8) != SSL_REQUEST:
+            return
         conn.sendall(b"N")
         (length,) = struct.unpack("!i", conn.recv(4))
         conn.recv(length - 4)  # StartupMessage
         self.logins += 1
         if not self.error_code:
-            conn.sendall(b"R" + struct.pack("!ii", 8, 0))
+            # AuthenticationOk, then ReadyForQuery (idle): the session has started.
+            conn.sendall(b"R" + struct.pack("!ii", 8, 0) + b"Z" + struct.pack("!i", 5) + b"I")
+            conn.recv(5)  # Terminate
             return
         fields = b"SFATAL\0C" + self.error_code.encode() + b"\0Mrefused\0\0"
         conn.sendall(b"E" + struct.pack("!i", len(fields) + 4) + fields)
@@ -124,7 +132,7 @@ def test_unreachable_database_keeps_waiting_for_garm(tmp_path: Path):
 
 
 def test_sqlite_never_probes(tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
-    def fail(_config: DatabaseConfig, timeout: float = 0) -> database.LoginProbe:
+    def fail(_config: DatabaseConfig, timeout: float = 0) -> postgres_login.LoginProbe:
         raise AssertionError("probed on SQLite")
 
     monkeypatch.setattr(database, "probe_login", fail)
@@ -137,4 +145,27 @@ def test_other_server_errors_are_not_read_as_a_refused_login():
         config = DatabaseConfig(
             backend="postgresql", host="127.0.0.1", port=server.port, password=PASSWORD
         )
-        assert database.probe_login(config) is database.LoginProbe.UNKNOWN
+        assert postgres_login.probe_login(config) is postgres_login.LoginProbe.UNKNOWN
+
+
+def test_probe_tells_accepted_refused_and_unreachable_apart():
+    config = DatabaseConfig(backend="postgresql", host="127.0.0.1", password=PASSWORD)
+    with FakePostgres("") as server:
+        accepted = postgres_login.probe_login(dataclasses.replace(config, port=server.port))
+    with FakePostgres("28P01") as server:  # invalid_password
+        refused = postgres_login.probe_login(dataclasses.replace(config, port=server.port))
+    unreachable = postgres_login.probe_login(dataclasses.replace(config, port=free_port()))
+    assert accepted is postgres_login.LoginProbe.ACCEPTED
+    assert refused is postgres_login.LoginProbe.REFUSED
+    assert unreachable is postgres_login.LoginProbe.UNREACHABLE
+
+
+def test_a_server_that_never_answers_is_not_a_refused_login():
+    with socket.create_server(("127.0.0.1", 0)) as listener:  # accepts through its backlog only
+        config = DatabaseConfig(
+            backend="postgresql",
+            host="127.0.0.1",
+            port=listener.getsockname()[1],
+            password=PASSWORD,
+        )
+        assert postgres_login.probe_login(config, timeout=0.3) is postgres_login.LoginProbe.UNKNOWN

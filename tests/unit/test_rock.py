@@ -113,7 +113,7 @@ def test_directories_the_entrypoint_expects_exist(rock: dict[str, Any]):
     assert posixpath.dirname(workload.ENTRYPOINT_PATH) in made
     assert garm_entrypoint.CONFIG_DIR in made
     assert workload.DATA_DIR in made
-    assert posixpath.dirname(garm_entrypoint.SQLITE_DB_FILE) == workload.DATA_DIR
+    assert posixpath.dirname(workload.SQLITE_DB_FILE) == workload.DATA_DIR
 
 
 def test_bare_rock_stages_only_slices_and_no_shell(rock: dict[str, Any]):

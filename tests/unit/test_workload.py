@@ -11,6 +11,7 @@ import pytest
 from ops import testing
 
 import garm_entrypoint
+import runner_options
 import workload
 from workload import (
     DatabaseConfig,
@@ -75,6 +76,16 @@ def test_postgresql_environment() -> None:
         "APP_BASE_URL": "http://garm.example",
         "GARM_CONFIG_VERSION": "abcdef012345",
     }
+
+
+def test_charm_side_copies_match_the_entrypoint() -> None:
+    # The entrypoint runs in the container alone, so it keeps its own copy of these values.
+    assert workload.GARM_PORT == garm_entrypoint.GARM_PORT
+    assert garm_entrypoint.PRODUCTION_LAYOUT.port == workload.GARM_PORT
+    assert runner_options.MAX_PORT == garm_entrypoint.MAX_PORT
+    assert workload.DEFAULT_POSTGRESQL_PORT == garm_entrypoint.DEFAULT_POSTGRESQL_PORT
+    assert workload.DEFAULT_POSTGRESQL_DB_NAME == garm_entrypoint.DEFAULT_POSTGRESQL_DB_NAME
+    assert workload.DEFAULT_POSTGRESQL_SSLMODE == garm_entrypoint.DEFAULT_POSTGRESQL_SSLMODE
 
 
 def test_database_config_defaults_and_repr() -> None:
