@@ -33,8 +33,13 @@ POLL_INTERVAL = 5.0
 
 
 def _wait(seconds: float) -> None:
-    """Let GARM work between two sweeps (tests replace this)."""
+    """Let GARM work between two sweeps (tests replace this and :func:`_monotonic` together)."""
     time.sleep(seconds)
+
+
+def _monotonic() -> float:
+    """The clock the timeout is measured on: the one :func:`_wait` moves."""
+    return time.monotonic()
 
 
 @dataclass(frozen=True)
@@ -131,14 +136,14 @@ def remove_managed(
         GarmApiError: GARM failed a listing or became unreachable.
     """
     reconciler = ScalesetReconciler(client) if clock is None else ScalesetReconciler(client, clock)
-    deadline = time.monotonic() + timeout
+    deadline = _monotonic() + timeout
     passes = 0
     while True:
         passes += 1
         live = reconciler.reconcile([], prune=True).live
         if not live:
             break
-        if time.monotonic() >= deadline:
+        if _monotonic() >= deadline:
             error = TeardownBlockedError([_blocked(client, s) for s in live], timeout)
             logger.error("Teardown blocked: %s", error)
             raise error

@@ -37,7 +37,11 @@ def garm() -> Iterator[GarmEmulator]:
 
 @pytest.fixture
 def driver(garm: GarmEmulator, tmp_path: Path) -> Iterator[CharmDriver]:
-    """A deployed charm with one configurator and its idle runner; short teardown bound."""
+    """A deployed charm with one configurator and its idle runner.
+
+    The teardown waits on the emulator's simulated clock and measures its bound on it too, so
+    a loaded machine cannot make it give up early: ten minutes of GARM time, polled every 30 s.
+    """
     charm = CharmDriver(garm, base_state(tmp_path))
     deploy(charm)
     charm.add_configurator(configurator("cfg-1", relation_id=1, org="org-1"))
@@ -45,9 +49,10 @@ def driver(garm: GarmEmulator, tmp_path: Path) -> Iterator[CharmDriver]:
         garm.advance(timedelta(seconds=30))
     assert [r["runner_status"] for r in garm.instances()] == ["idle"]
     with pytest.MonkeyPatch.context() as patch:
-        patch.setattr(GarmCharm, "teardown_timeout", 0.5)
-        patch.setattr(GarmCharm, "teardown_poll_interval", 0.0)
-        patch.setattr(teardown, "_wait", lambda _s: garm.advance(timedelta(seconds=30)))
+        patch.setattr(GarmCharm, "teardown_timeout", 600.0)
+        patch.setattr(GarmCharm, "teardown_poll_interval", 30.0)
+        patch.setattr(teardown, "_wait", lambda s: garm.advance(timedelta(seconds=s)))
+        patch.setattr(teardown, "_monotonic", lambda: garm.now.timestamp())
         yield charm
 
 
