@@ -41,6 +41,7 @@ from tests.real_garm.proxy import API_PREFIX, RecordedCall, RecordingProxy, writ
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 SRC_DIR = REPO_ROOT / "src"
+SHIM_SOURCE = SRC_DIR / "provider_shim.py"
 DEFAULT_GARM_BIN = REPO_ROOT.parent / "shared" / "garm" / "bin" / "garm"
 GARM_BIN_ENV = "GARM_BIN"
 SKIP_REASON = (
@@ -75,6 +76,20 @@ def garm_binary() -> Path | None:
     configured = os.environ.get(GARM_BIN_ENV)
     candidate = Path(configured) if configured else DEFAULT_GARM_BIN
     return candidate if candidate.is_file() and os.access(candidate, os.X_OK) else None
+
+
+def install_shim(directory: Path) -> Path:
+    """Install the provider shim into ``directory`` under its image name, as the rock does.
+
+    The copy's shebang names the running interpreter (the image's is ``/usr/bin/python3``), so
+    it runs with the empty ``PATH`` GARM gives providers; it execs the provider beside it.
+    """
+    source = SHIM_SOURCE.read_text(encoding="utf-8")
+    body = source.split("\n", 1)[1] if source.startswith("#!") else source
+    target = directory / Path(garm_entrypoint.PROVIDER_SHIM).name
+    target.write_text(f"#!{sys.executable}\n{body}", encoding="utf-8")
+    target.chmod(0o755)
+    return target
 
 
 def free_port() -> int:
