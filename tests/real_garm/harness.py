@@ -216,6 +216,11 @@ class RealGarm:
         """Restart GARM with the environment it runs with."""
         self.replan(self.environment)
 
+    @property
+    def provider_executable(self) -> Path:
+        """What GARM runs as the provider: the shim, or the stand-in without one."""
+        return self.provider_shim or self.provider_binary
+
     def set_catalogue(self, catalogue: Catalogue) -> None:
         """Give the stand-in's cloud these images and flavors (read at every create)."""
         provider_standin.set_catalogue(self.provider_binary, catalogue)
@@ -244,9 +249,8 @@ class RealGarm:
             "GARM_INTERFACE_VERSION": "v0.1.0",
             **variables,
         }
-        executable = self.provider_shim or self.provider_binary
         return subprocess.run(
-            [str(executable)], env=env, capture_output=True, text=True, timeout=30, check=False
+            [str(self.provider_executable)], env=env, capture_output=True, text=True, timeout=30, check=False
         )
 
     def provider_servers(self) -> list[dict[str, Any]]:
