@@ -14,6 +14,7 @@ import base64
 from typing import Any
 
 from garm_api import GarmClient
+from garm_entrypoint import GARM_PROVIDERS_JSON
 from tests.conformance.backends import EMULATOR, wait_for
 from tests.conformance.conftest import Garm
 from tests.conformance.test_drain import _seed_scaleset
@@ -22,6 +23,8 @@ from tests.real_garm.harness import DEFAULT_CATALOGUE, RealGarm
 from tests.real_garm.provider_standin import Catalogue
 
 SCALESET = "faulty-1a2b3c4d"
+# Long enough for real GARM's instance manager (a 5 s loop) to act twice if it were going to.
+SETTLES = 24
 IMAGE = "ubuntu-24.04"  # the image _seed_scaleset names
 STDERR = (
     "failed to run command: failed to create instance in provider: failed to resolve image "
@@ -73,3 +76,25 @@ def test_a_refused_create_is_the_runner_s_provider_fault_until_garm_replaces_it(
     _faulted(ready_garm, seen)
     # Only a runner in error carries the fault: moving on to pending_delete clears it.
     assert all(status == "error" for _, status, faulted in seen if faulted), seen
+
+
+def test_a_runner_of_a_provider_garm_has_not_loaded_stays_pending_delete_without_a_fault(
+    ready_garm: Garm, client: GarmClient
+):
+    _seed_scaleset(client, min_idle=1, name=SCALESET)
+    idle = wait_for(
+        ready_garm,
+        "an idle runner",
+        lambda: next((r for r in ready_garm.instances(SCALESET) if r["status"] == "running"), None),
+    )
+    # GARM restarted without the scale set's provider (a configurator gone).
+    environment = {**getattr(ready_garm, "environment", {}), GARM_PROVIDERS_JSON: "[]"}
+    ready_garm.replan(environment)
+    client.delete_instance(idle["name"])
+    for _ in range(SETTLES):
+        ready_garm.settle()
+    (stuck,) = ready_garm.instances(SCALESET)
+    # GARM skips the runners of a provider it has not loaded: nothing deletes it, and no
+    # provider fault says why.
+    assert (stuck["name"], stuck["status"]) == (idle["name"], "pending_delete")
+    assert "provider_fault" not in stuck
