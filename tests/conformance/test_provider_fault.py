@@ -54,7 +54,9 @@ def test_a_refused_create_is_the_runner_s_provider_fault_until_garm_replaces_it(
     _refuse_the_image(ready_garm)
     scaleset_id = _seed_scaleset(client, min_idle=1, name=SCALESET)
     seen: list[tuple[str, str, bool]] = []
-    failed = wait_for(ready_garm, "a runner with a provider fault", lambda: _faulted(ready_garm, seen))
+    failed = wait_for(
+        ready_garm, "a runner with a provider fault", lambda: _faulted(ready_garm, seen)
+    )
 
     assert (failed["status"], failed["runner_status"]) == ("error", "pending")
     assert isinstance(failed["provider_fault"], str)
@@ -65,7 +67,9 @@ def test_a_refused_create_is_the_runner_s_provider_fault_until_garm_replaces_it(
         f"stdout: ; stderr: {STDERR}: exit status 1"
     )
     # The charm's client reads it as GARM sends it.
-    (listed,) = [i for i in client.list_scaleset_instances(scaleset_id) if i.name == failed["name"]]
+    (listed,) = [
+        i for i in client.list_scaleset_instances(scaleset_id) if i.name == failed["name"]
+    ]
     assert listed.provider_fault == failed["provider_fault"]
 
     wait_for(
@@ -85,7 +89,9 @@ def test_a_runner_of_a_provider_garm_has_not_loaded_stays_pending_delete_without
     idle = wait_for(
         ready_garm,
         "an idle runner",
-        lambda: next((r for r in ready_garm.instances(SCALESET) if r["status"] == "running"), None),
+        lambda: next(
+            (r for r in ready_garm.instances(SCALESET) if r["status"] == "running"), None
+        ),
     )
     # GARM restarted without the scale set's provider (a configurator gone).
     environment = {**getattr(ready_garm, "environment", {}), GARM_PROVIDERS_JSON: "[]"}

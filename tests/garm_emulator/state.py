@@ -1232,7 +1232,9 @@ class GarmState:
         # GARM's instance manager sends a runner whose create failed to pending_delete, and the
         # status update clears its provider fault.
         for inst in self.instances.values():
-            if inst.status == "error" and self.provider_loaded(self.scalesets.get(inst.scaleset_id)):
+            if inst.status == "error" and self.provider_loaded(
+                self.scalesets.get(inst.scaleset_id)
+            ):
                 inst.status, inst.provider_fault = "pending_delete", None
                 inst.updated_at = self.now
 
@@ -1260,7 +1262,10 @@ class GarmState:
             inst.updated_at = self.now
             refusal = self._refusal(inst, CREATE_INSTANCE)
             if refusal is not None:
-                inst.status, inst.provider_fault = "error", provider_fault(CREATE_INSTANCE, refusal)
+                inst.status, inst.provider_fault = (
+                    "error",
+                    provider_fault(CREATE_INSTANCE, refusal),
+                )
                 continue
             inst.status, inst.runner_status = "running", "idle"
             inst.provider_id = f"{inst.provider_name}-{inst.id[:8]}"

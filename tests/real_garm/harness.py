@@ -250,7 +250,12 @@ class RealGarm:
             **variables,
         }
         return subprocess.run(
-            [str(self.provider_executable)], env=env, capture_output=True, text=True, timeout=30, check=False
+            [str(self.provider_executable)],
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=30,
+            check=False,
         )
 
     def provider_servers(self) -> list[dict[str, Any]]:

@@ -645,26 +645,43 @@ def render_user_data(bootstrap: Mapping[str, Any]) -> str:
     return "\n".join(lines) + "\n"
 
 
-def _nova_field_problem(server: Mapping[str, Any]) -> tuple[object, object, str] | None:
-    """Nova's first schema refusal of a server-create body: (path, value, message)."""
-    name = server["name"]
-    if len(name) > MAX_NAME_LENGTH:
-        return "name", name, f"{name!r} is too long"
-    metadata: dict[str, str] = dict(sorted(server["metadata"].items()))
-    for key, value in metadata.items():
+NovaProblem = tuple[object, object, str]  # (last path element, value, jsonschema message)
+
+
+def _too_long(path: object, value: str, limit: int) -> NovaProblem | None:
+    return (path, value, f"{value!r} is too long") if len(value) > limit else None
+
+
+def _metadata_problem(metadata: Mapping[str, str]) -> NovaProblem | None:
+    ordered = dict(sorted(metadata.items()))
+    for key, value in ordered.items():
         if not METADATA_KEY.fullmatch(key):
-            return "metadata", metadata, f"Additional properties are not allowed ({key!r} was unexpected)"
-        if len(value) > MAX_METADATA_LENGTH:
-            return key, value, f"{value!r} is too long"
-    user_data = server["user_data"]
-    if len(user_data) > MAX_USER_DATA_LENGTH:
-        return "user_data", user_data, f"{user_data!r} is too long"
-    for index, tag in enumerate(server["tags"]):
-        if len(tag) > MAX_TAG_LENGTH:
-            return index, tag, f"{tag!r} is too long"
+            unexpected = f"Additional properties are not allowed ({key!r} was unexpected)"
+            return "metadata", ordered, unexpected
+        problem = _too_long(key, value, MAX_METADATA_LENGTH)
+        if problem:
+            return problem
+    return None
+
+
+def _tags_problem(tags: list[str]) -> NovaProblem | None:
+    for index, tag in enumerate(tags):
+        problem = _too_long(index, tag, MAX_TAG_LENGTH)
+        if problem:
+            return problem
         if not re.fullmatch(TAG_PATTERN, tag):
             return index, tag, f"{tag!r} does not match {TAG_PATTERN!r}"
     return None
+
+
+def _nova_field_problem(server: Mapping[str, Any]) -> NovaProblem | None:
+    """Nova's first schema refusal of a server-create body, in the schema's property order."""
+    return (
+        _too_long("name", server["name"], MAX_NAME_LENGTH)
+        or _metadata_problem(server["metadata"])
+        or _too_long("user_data", server["user_data"], MAX_USER_DATA_LENGTH)
+        or _tags_problem(server["tags"])
+    )
 
 
 def nova_create(server: Mapping[str, Any]) -> None:

@@ -777,8 +777,10 @@ def test_a_refused_delete_stays_pending_with_the_fault_unless_forced(
     stuck = ready_emulator.instance(plain)
     assert stuck is not None
     assert stuck["status"] == "pending_delete"
-    assert base64.b64decode(stuck["provider_fault"]).decode().startswith(
-        "deleting instance in provider: provider binary "
+    assert (
+        base64.b64decode(stuck["provider_fault"])
+        .decode()
+        .startswith("deleting instance in provider: provider binary ")
     )
     ready_emulator.refuse_provider("DeleteInstance", None)
     ready_emulator.advance()

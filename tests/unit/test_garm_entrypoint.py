@@ -121,7 +121,9 @@ class Workspace:
         self.shim.write_text("#!/bin/false\n", encoding="utf-8")
         self.shim.chmod(0o755)
 
-    def run(self, env: dict[str, str], shim: str | None = None) -> subprocess.CompletedProcess[str]:
+    def run(
+        self, env: dict[str, str], shim: str | None = None
+    ) -> subprocess.CompletedProcess[str]:
         shim = str(self.shim) if shim is None else shim
         argv = [
             sys.executable,

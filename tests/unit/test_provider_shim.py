@@ -85,7 +85,7 @@ def bootstrap(pool_id: str, **extra: Any) -> bytes:
         "instance-token": TOKEN,
         "labels": ["linux", "large"],
         "extra_specs": {"pre_install_scripts": {"a.sh": "ZWNobyDDqQ=="}},
-        "note": "caf\u00e9 <&>",
+        "note": "d\u00e9j\u00e0 vu <&>",
         **extra,
     }
     return json.dumps(document, indent=1).encode()
