@@ -13,9 +13,10 @@ replaced by a UUID derived from it (:func:`nova_pool_id`): the same pool ID alwa
 same UUID, so ``CreateInstance`` tags a server with the value ``ListInstances`` later looks for.
 The provider reads the pool ID twice, and both are replaced: ``GARM_POOL_ID`` in the
 environment (``ListInstances``, ``CreateInstance``) and ``pool_id`` in the bootstrap parameters
-on stdin (``CreateInstance`` tags and labels the server with that one). A pool ID whose tag fits
-passes unchanged, and then stdin is not even read. The instances the provider prints carry no
-pool ID (and GARM does not read one), so nothing is mapped back.
+on stdin (``CreateInstance`` builds the server's tag and metadata from that one). A pool ID
+whose tag fits passes unchanged, and then stdin is not even read. The instances the provider
+prints carry no pool ID, and GARM matches them by name and never reads one, so nothing is mapped
+back.
 
 The derivation must never change: servers started under one mapping are only found again under
 the same one (docs/explanation/adr/0008-provider-shim-for-long-pool-ids.md).
