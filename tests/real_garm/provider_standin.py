@@ -724,11 +724,27 @@ def _find_tools(bootstrap: Mapping[str, Any]) -> dict[str, Any]:
     raise ProviderError(f"failed to find tools for OS {os_type} and arch {arch}")
 
 
+def _extra_specs_decode(extra_specs: Mapping[str, Any]) -> bool:
+    """Tell whether the install template and pre-install scripts are valid base64 strings."""
+    values = [extra_specs.get("runner_install_template") or ""]
+    scripts = extra_specs.get("pre_install_scripts") or {}
+    values += list(scripts.values()) if isinstance(scripts, dict) else [None]
+    for value in values:
+        try:
+            base64.b64decode(value, validate=True)
+        except (TypeError, ValueError):
+            return False
+    return True
+
+
 def _spec_problem(bootstrap: Mapping[str, Any]) -> str:
     try:
         tools = _find_tools(bootstrap)
     except ProviderError as exc:
         return f"failed to get tools: {exc}"
+    if not _extra_specs_decode(bootstrap.get("extra_specs") or {}):
+        # Go decodes these []byte fields from base64 and stops at the first bad byte.
+        return "failed to get extra specs: failed to unmarshal extra_specs: illegal base64 data"
     if not bootstrap.get("flavor"):
         return "failed to validate spec: missing flavor"
     if not bootstrap.get("image"):

@@ -844,3 +844,12 @@ def test_without_a_catalogue_the_cloud_is_empty_until_one_is_set(provider: Provi
     assert "failed to find flavor with name or id m1.small" in stderr
     set_catalogue(provider.executable, Catalogue(images=("ubuntu-24.04",), flavors=("m1.small",)))
     assert provider.create("garm-runner-1")["name"] == "garm-runner-1"
+
+
+def test_extra_specs_that_are_not_base64_are_refused(provider: Provider) -> None:
+    data = bootstrap("garm-runner-1", extra_specs={"pre_install_scripts": {"a.sh": "not base64!"}})
+    stderr = refused(provider, data)
+    assert stderr == (
+        "failed to run command: failed to create instance in provider: failed to build machine "
+        "spec: failed to get extra specs: failed to unmarshal extra_specs: illegal base64 data"
+    )
