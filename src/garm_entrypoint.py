@@ -8,9 +8,11 @@ names, the values of ``GARM_DB_BACKEND``, how the provider list is cut into vari
 :data:`UNIT_NAME_PATTERN`; values both sides need otherwise (GARM's port, the highest port, the
 PostgreSQL defaults, the provider fields) have a charm-side copy that a unit test pins equal.
 
-Steps, in order: validate the environment, parse the provider list, prepare ``/etc/garm``
-(mode 0700) and remove provider files of providers that are gone, write every file atomically
-with mode 0600, scrub the secret variables from the environment and exec ``garm``.
+Steps, in order: validate the environment, parse the provider list, pick the provider
+executable (the image's provider shim, or the provider itself on an image without the shim),
+prepare ``/etc/garm`` (mode 0700) and remove provider files of providers that are gone, write
+every file atomically with mode 0600, scrub the secret variables from the environment and exec
+``garm``.
 
 A validation failure prints one line on stderr naming the variable or field (never its value)
 and exits with code 2.
@@ -28,7 +30,7 @@ import os
 import re
 import sys
 from collections.abc import Callable, Mapping, MutableMapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, NoReturn, cast
 
@@ -102,6 +104,9 @@ CONFIG_FILE = f"{CONFIG_DIR}/{CONFIG_FILE_NAME}"
 CONFIG_DIR_PATH = Path(CONFIG_DIR)
 GARM_BINARY = "/usr/local/bin/garm"
 PROVIDER_BINARY = "/usr/local/bin/garm-provider-openstack"
+# What GARM runs as its provider: the image's shim (src/provider_shim.py), which execs
+# PROVIDER_BINARY with a pool ID Nova accepts in a server tag (ADR 0008).
+PROVIDER_SHIM = "/usr/local/bin/garm-provider-openstack-shim"
 # GARM's API port (the charm's copy, for ports, ingress and metrics, is in its workload module).
 GARM_PORT = 8080
 # Inside the pod GARM must be reachable through the Kubernetes service, so it listens on every
@@ -123,11 +128,16 @@ class Layout:
 
     Production always uses :data:`PRODUCTION_LAYOUT`; tests pass another one so that a real GARM
     runs from a temporary directory, on loopback, with a stand-in provider.
+
+    ``provider_shim`` is what GARM runs as the provider; the shim execs the provider beside it,
+    which must be ``provider_binary``. An empty ``provider_shim`` makes GARM run
+    ``provider_binary`` itself.
     """
 
     config_dir: Path = CONFIG_DIR_PATH
     garm_binary: str = GARM_BINARY
     provider_binary: str = PROVIDER_BINARY
+    provider_shim: str = PROVIDER_SHIM
     bind_address: str = GARM_BIND_ADDRESS
     port: int = GARM_PORT
 
@@ -471,7 +481,7 @@ def render_config(settings: Settings, layout: Layout) -> str:
     for provider in settings.providers:
         unit = provider["unit_name"]
         external: dict[str, Any] = {
-            "provider_executable": layout.provider_binary,
+            "provider_executable": layout.provider_shim or layout.provider_binary,
             "config_file": str(provider_file(layout.config_dir, unit)),
         }
         if settings.proxies:
@@ -579,10 +589,28 @@ def write_files(settings: Settings, layout: Layout) -> Path:
 # --------------------------------------------------------------------------- main
 
 
-def _error(message: str) -> None:
+def _error(message: str, level: str = "error") -> None:
     # One line only, whatever the message holds.
     text = message.replace("\n", " ").replace("\r", " ")
-    print(f"garm-entrypoint: error: {text}", file=sys.stderr, flush=True)
+    print(f"garm-entrypoint: {level}: {text}", file=sys.stderr, flush=True)
+
+
+def usable_layout(layout: Layout) -> Layout:
+    """Return ``layout``, without its shim when the image has none (an image built before it).
+
+    GARM refuses to start with a provider executable that does not exist; running the provider
+    directly keeps such an image working as it did, with a warning that scale sets whose pool ID
+    is too long for a Nova server tag get no runners.
+    """
+    shim = layout.provider_shim
+    if not shim or os.access(shim, os.X_OK):
+        return layout
+    _error(
+        f"{shim} is not in the image: GARM runs {layout.provider_binary} directly, and scale "
+        "sets with long names get no runners on OpenStack; rebuild the image",
+        level="warning",
+    )
+    return replace(layout, provider_shim="")
 
 
 def main(
@@ -607,6 +635,7 @@ def main(
     except EntrypointError as exc:
         _error(str(exc))
         return EXIT_INVALID
+    layout = usable_layout(layout)
     try:
         config_path = write_files(settings, layout)
     except OSError as exc:

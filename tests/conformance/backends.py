@@ -16,6 +16,7 @@ from datetime import timedelta
 from typing import Any, Protocol, TypeVar
 
 from tests.garm_emulator import GarmEmulator
+from tests.garm_emulator.state import PROVIDER_EXECUTABLE
 from tests.real_garm.proxy import API_PREFIX, RecordedCall, RecordingProxy, writes
 
 EMULATOR = "emulator"
@@ -65,6 +66,8 @@ class ProxiedEmulator:
     """The emulator with the real-GARM harness's surface."""
 
     name = EMULATOR
+    # What the emulated GARM names as its provider in faults: the image's shim.
+    provider_executable = PROVIDER_EXECUTABLE
 
     def __init__(self, emulator: GarmEmulator) -> None:
         """Put a recording proxy in front of a started emulator."""

@@ -77,18 +77,26 @@ def garm(backend: str, tmp_path: Path, request: pytest.FixtureRequest) -> Iterat
         with proxied_emulator([PROVIDER_NAME]) as proxied:
             yield proxied
         return
-    yield from _real_garm(tmp_path, request.getfixturevalue("github"))
+    yield from real_garm_with_provider(tmp_path, request.getfixturevalue("github"))
 
 
-def _prepared(root: Path, github: GitHubStandin) -> RealGarm:
-    """A RealGarm in ``root`` pointed at ``github``; only called once the backend did not skip."""
+def _prepared(root: Path, github: GitHubStandin, shim: bool = True) -> RealGarm:
+    """A RealGarm in ``root`` pointed at ``github``; only called once the backend did not skip.
+
+    ``shim=False`` has GARM run the provider stand-in without the image's provider shim.
+    """
     binary = garm_binary()
     assert binary is not None
-    return RealGarm.prepare(root, binary=binary, github_endpoint=github.endpoint_params())
+    return RealGarm.prepare(
+        root, binary=binary, github_endpoint=github.endpoint_params(), shim=shim
+    )
 
 
-def _real_garm(tmp_path: Path, github: GitHubStandin) -> Iterator[RealGarm]:
-    real = _prepared(tmp_path, github)
+def real_garm_with_provider(
+    tmp_path: Path, github: GitHubStandin, shim: bool = True
+) -> Iterator[RealGarm]:
+    """A started real GARM with :data:`PROVIDER_NAME` loaded, stopped after."""
+    real = _prepared(tmp_path, github, shim)
     environment = standalone_environment([provider_entry(PROVIDER_NAME)])
     provider = json.loads(environment["GARM_PROVIDERS_JSON"])[0]
     register_secret(provider["password"], environment["GARM_JWT_SECRET"])

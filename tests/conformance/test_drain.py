@@ -26,7 +26,8 @@ from tests.rsa_keys import pkcs1_pem
 SCALESET = "drain-me-1a2b3c4d"
 
 
-def _seed_scaleset(client: GarmClient, min_idle: int) -> int:
+def _seed_scaleset(client: GarmClient, min_idle: int, name: str = SCALESET) -> int:
+    """Credentials, an organisation and its enabled scale set ``name``; return its id."""
     key = base64.b64encode(pkcs1_pem().encode()).decode()
     app = GithubApp(app_id=11, installation_id=22, private_key_bytes=key)
     client.create_credential(
@@ -42,7 +43,7 @@ def _seed_scaleset(client: GarmClient, min_idle: int) -> int:
     created = client.create_org_scaleset(
         org.id,
         CreateScaleSetParams(
-            name=SCALESET,
+            name=name,
             provider_name=PROVIDER_NAME,
             image="ubuntu-24.04",
             flavor="m1.small",

@@ -21,7 +21,11 @@ import yaml
 
 from garm import GarmClient
 from tests.conformance.backends import wait_for
-from tests.conformance.conftest import ADMIN_PASSWORD, ADMIN_USERNAME, _real_garm
+from tests.conformance.conftest import (
+    ADMIN_PASSWORD,
+    ADMIN_USERNAME,
+    real_garm_with_provider,
+)
 from tests.conformance.test_drain import _idle_runner, _seed_scaleset
 from tests.github_standin import GitHubStandin
 from tests.real_garm.harness import SKIP_REASON, RealGarm, garm_binary
@@ -45,7 +49,7 @@ def real_garm(tmp_path: Path) -> Iterator[tuple[RealGarm, GitHubStandin]]:
     github = GitHubStandin()
     github.start()
     try:
-        for garm in _real_garm(tmp_path, github):
+        for garm in real_garm_with_provider(tmp_path, github):
             yield garm, github
     finally:
         github.stop()

@@ -38,7 +38,14 @@ Choices where GARM's behaviour is not pinned by the spec (keep tests honest abou
 * Tags come back reversed (GARM promises no order), so no test can rely on the order sent.
 * Only the ``github.com`` endpoint exists; its URLs can be re-pointed while no credential exists.
 * A scale set whose provider is not loaded gets no work at all: its runners do not boot, do not
-  scale, and pending deletes stay with ``provider_fault`` set.
+  scale, and pending deletes stay pending, with no ``provider_fault`` (GARM skips the runners of
+  a provider it has not loaded).
+* The provider succeeds unless ``refuse_provider`` says otherwise. A refused ``CreateInstance``
+  leaves the runner in ``error`` with GARM's ``provider_fault`` (its wrapping of the provider's
+  stderr; base64 on the wire) for one tick, then ``pending_delete`` without it (GARM's status
+  update clears it), then gone and replaced; a refused ``DeleteInstance`` keeps a plain delete
+  ``pending_delete`` with the fault, while a forced one goes through. Real GARM takes about 5 s
+  per step; the emulator one tick.
 * Organization and repository names match case-insensitively (GARM's NOCASE collation).
 * The credentials list does not nest the entities using each credential.
 * A job that ends on a disabled scale set is noticed only after ``CONSOLIDATION_INTERVAL`` of

@@ -665,6 +665,21 @@ class GarmEmulator:
                 return
             self.state.end_job(inst)
 
+    def refuse_provider(self, command: str, stderr: str | None, provider: str = "") -> None:
+        """Make the provider fail ``command`` with ``stderr`` (exit 1); None lets it succeed.
+
+        ``command`` is ``CreateInstance`` (the runner ends in ``error`` with GARM's provider
+        fault, then is deleted and replaced) or ``DeleteInstance`` (a plain delete stays
+        ``pending_delete`` with the fault; a forced one goes through). ``provider`` defaults to
+        every loaded provider.
+        """
+        with self.state.lock:
+            for name in [provider] if provider else self.state.providers:
+                if stderr is None:
+                    self.state.provider_refusals.pop((name, command), None)
+                else:
+                    self.state.provider_refusals[(name, command)] = stderr
+
     def set_github_unauthorized(self, instance_name: str, unauthorized: bool = True) -> None:
         """Make GitHub answer 401 when GARM deregisters this runner (until bypassed)."""
         with self.state.lock:

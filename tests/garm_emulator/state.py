@@ -18,6 +18,8 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 from urllib.parse import urlsplit
 
+from garm_entrypoint import PROVIDER_SHIM
+
 from .password import is_too_weak
 from .wire import to_wire
 
@@ -65,6 +67,24 @@ DELETABLE_INSTANCE_STATUSES = frozenset(
     {"running", "error", "pending_delete", "pending_force_delete"}
 )
 PENDING_DELETE = frozenset({"pending_delete", "pending_force_delete"})
+CREATE_INSTANCE = "CreateInstance"
+DELETE_INSTANCE = "DeleteInstance"
+# What GARM runs as the provider in the image (the provider shim): its path is in the faults.
+PROVIDER_EXECUTABLE = PROVIDER_SHIM
+
+
+def provider_fault(command: str, stderr: str, exit_code: int = 1) -> bytes:
+    """What GARM stores as ``provider_fault`` when its external provider fails ``command``.
+
+    Measured on GARM: its instance manager's error ("creating instance in provider" or
+    "deleting instance in provider") around its external-provider error, which holds the
+    provider's stdout (empty on a failure), its stderr and its exit status.
+    """
+    verb = "creating" if command == CREATE_INSTANCE else "deleting"
+    return (
+        f"{verb} instance in provider: provider binary {PROVIDER_EXECUTABLE} returned error: "
+        f"provider binary failed with stdout: ; stderr: {stderr}: exit status {exit_code}"
+    ).encode()
 
 
 class ApiError(Exception):
@@ -336,6 +356,8 @@ class GarmState:
         self._tenant_ids: dict[str, int] = {}
         self._runner_group_ids: dict[str, int] = {DEFAULT_RUNNER_GROUP.lower(): 1}
         self._runner_counters: dict[str, int] = {}
+        # (provider, command) -> the stderr the provider fails that command with.
+        self.provider_refusals: dict[tuple[str, str], str] = {}
         for name, os_type, forge_type, description in SYSTEM_TEMPLATES:
             tpl_id = self.next_id("template")
             self.templates[tpl_id] = TemplateRow(
@@ -1187,6 +1209,7 @@ class GarmState:
     def tick(self) -> None:
         """One pass of GARM's workers: finish deletes, boot runners, scale each scale set."""
         self._consolidate()
+        self._retire_failed()
         self._finish_deletes()
         self._boot_pending()
         for row in sorted(self.scalesets.values(), key=lambda r: r.id):
@@ -1202,16 +1225,33 @@ class GarmState:
             if ended is not None and self.now - ended >= CONSOLIDATION_INTERVAL:
                 self.end_job(inst)
 
+    def _refusal(self, inst: InstanceRow, command: str) -> str | None:
+        return self.provider_refusals.get((inst.provider_name, command))
+
+    def _retire_failed(self) -> None:
+        # GARM's instance manager sends a runner whose create failed to pending_delete, and the
+        # status update clears its provider fault.
+        for inst in self.instances.values():
+            if inst.status == "error" and self.provider_loaded(
+                self.scalesets.get(inst.scaleset_id)
+            ):
+                inst.status, inst.provider_fault = "pending_delete", None
+                inst.updated_at = self.now
+
     def _finish_deletes(self) -> None:
         for inst in list(self.instances.values()):
-            if inst.status not in PENDING_DELETE:
+            # GARM skips the runners of a provider it has not loaded: they stay as they are.
+            if inst.status not in PENDING_DELETE or not self.provider_loaded(
+                self.scalesets.get(inst.scaleset_id)
+            ):
                 continue
-            row = self.scalesets.get(inst.scaleset_id)
-            if self.provider_loaded(row):
-                del self.instances[inst.name]
-            elif not inst.provider_fault:
-                inst.provider_fault = f"provider {inst.provider_name!r} is not loaded".encode()
+            refusal = self._refusal(inst, DELETE_INSTANCE)
+            # A forced delete ignores the provider's error; a plain one stays pending, faulted.
+            if refusal is not None and inst.status == "pending_delete":
+                inst.provider_fault = provider_fault(DELETE_INSTANCE, refusal)
                 inst.updated_at = self.now
+                continue
+            del self.instances[inst.name]
 
     def _boot_pending(self) -> None:
         for inst in self.instances.values():
@@ -1219,18 +1259,26 @@ class GarmState:
                 continue
             if not self.provider_loaded(self.scalesets.get(inst.scaleset_id)):
                 continue
+            inst.updated_at = self.now
+            refusal = self._refusal(inst, CREATE_INSTANCE)
+            if refusal is not None:
+                inst.status, inst.provider_fault = (
+                    "error",
+                    provider_fault(CREATE_INSTANCE, refusal),
+                )
+                continue
             inst.status, inst.runner_status = "running", "idle"
             inst.provider_id = f"{inst.provider_name}-{inst.id[:8]}"
-            inst.updated_at = self.now
 
     def _scale_up(self, row: ScaleSetRow) -> None:
         if not row.enabled:
             return
         runners = self.scaleset_instances(row.id)
+        # A runner whose create failed still counts until GARM has deleted it.
         ready = sum(
             1
             for i in runners
-            if i.status == "pending_create"
+            if i.status in ("pending_create", "error")
             or (i.status == "running" and i.runner_status == "idle")
         )
         room = row.max_runners - len(runners)

@@ -6,7 +6,8 @@ Run with ``tox -e integration`` after packing the charm::
     GARM_CHARM_FILE=./garm_amd64.charm GARM_IMAGE=<registry>/garm:<tag> tox -e integration
 
 ``GARM_IMAGE`` is an OCI image with ``/usr/local/bin/garm``,
-``/usr/local/bin/garm-provider-openstack`` and ``python3``. The current Juju controller must
+``/usr/local/bin/garm-provider-openstack``, ``/usr/local/bin/garm-provider-openstack-shim`` and
+``python3`` (``rockcraft.yaml``). The current Juju controller must
 have a Kubernetes cloud; each test module gets its own temporary model.
 """
 

@@ -4,7 +4,10 @@
 or one built the same way), so the entrypoint validates it, writes ``config.toml`` and the
 provider files and execs the GARM binary. Only the :class:`garm_entrypoint.Layout` differs from
 production: a temporary configuration directory, the SQLite file inside it, GARM on a free port
-of 127.0.0.1 and the stand-in external provider in place of the OpenStack one.
+of 127.0.0.1 and the stand-in external provider in place of the OpenStack one. As in the image,
+GARM runs the provider through the provider shim (``src/provider_shim.py``) installed beside
+it; the stand-in's cloud has the images and flavors of :data:`DEFAULT_CATALOGUE` unless a test
+sets others (:meth:`RealGarm.set_catalogue`).
 
 In front of GARM sits a :class:`~tests.real_garm.proxy.RecordingProxy`, so tests see what GARM
 itself received and answered. After GARM accepts its controller URLs, the proxy has the harness
@@ -37,10 +40,12 @@ import httpx
 
 import garm_entrypoint
 from tests.real_garm import provider_standin
+from tests.real_garm.provider_standin import Catalogue
 from tests.real_garm.proxy import API_PREFIX, RecordedCall, RecordingProxy, writes
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 SRC_DIR = REPO_ROOT / "src"
+SHIM_SOURCE = SRC_DIR / "provider_shim.py"
 DEFAULT_GARM_BIN = REPO_ROOT.parent / "shared" / "garm" / "bin" / "garm"
 GARM_BIN_ENV = "GARM_BIN"
 SKIP_REASON = (
@@ -51,6 +56,11 @@ DEFAULT_ADMIN = ("admin", "Real-Garm-Adm1n-Passw0rd-9f3c7a1e")
 # GARM usually answers within a second; under a loaded CI machine (four test workers, each
 # GARM writing its SQLite file) a restart was once seen to take longer than 15 s.
 START_TIMEOUT = 60.0
+# The images and flavors the tests' scale sets name, so their runners can start.
+DEFAULT_CATALOGUE = Catalogue(
+    images=("ubuntu-24.04", "ubuntu-22.04", "noble", "jammy"),
+    flavors=("small", "m1.small", "large"),
+)
 STOP_TIMEOUT = 10.0
 
 # Runs the charm's entrypoint with a test layout; the entrypoint then execs GARM in place, so
@@ -75,6 +85,20 @@ def garm_binary() -> Path | None:
     configured = os.environ.get(GARM_BIN_ENV)
     candidate = Path(configured) if configured else DEFAULT_GARM_BIN
     return candidate if candidate.is_file() and os.access(candidate, os.X_OK) else None
+
+
+def install_shim(directory: Path) -> Path:
+    """Install the provider shim into ``directory`` under its image name, as the rock does.
+
+    The copy's shebang names the running interpreter (the image's is ``/usr/bin/python3``), so
+    it runs with the empty ``PATH`` GARM gives providers; it execs the provider beside it.
+    """
+    source = SHIM_SOURCE.read_text(encoding="utf-8")
+    body = source.split("\n", 1)[1] if source.startswith("#!") else source
+    target = directory / Path(garm_entrypoint.PROVIDER_SHIM).name
+    target.write_text(f"#!{sys.executable}\n{body}", encoding="utf-8")
+    target.chmod(0o755)
+    return target
 
 
 def free_port() -> int:
@@ -107,7 +131,9 @@ class RealGarm:
     Args:
         workdir: an empty directory the harness owns (configuration, database, log).
         binary: the GARM executable.
-        provider_binary: the external provider GARM runs for every configured provider.
+        provider_binary: the external provider the shim runs for every configured provider.
+        provider_shim: what GARM runs as the provider (the shim beside ``provider_binary``), or
+            None to have GARM run ``provider_binary`` itself, as on an image without the shim.
         github_endpoint: the JSON body for ``PUT /github/endpoints/github.com`` (the GitHub
             stand-in's URLs), or None to leave GARM pointing at github.com.
     """
@@ -118,11 +144,13 @@ class RealGarm:
         *,
         binary: Path,
         provider_binary: Path,
+        provider_shim: Path | None = None,
         github_endpoint: Mapping[str, str] | None = None,
     ) -> None:
         self.workdir = workdir
         self.binary = binary
         self.provider_binary = provider_binary
+        self.provider_shim = provider_shim
         self.github_endpoint = dict(github_endpoint) if github_endpoint else None
         self.admin: tuple[str, str] | None = None
         self.environment: dict[str, str] = {}
@@ -135,18 +163,34 @@ class RealGarm:
         self.proxy.on_urls_set = self._point_endpoint_once
 
     @classmethod
-    def prepare(cls, root: Path, *, binary: Path, github_endpoint: Mapping[str, str]) -> Self:
-        """Lay out ``root`` (``garm/`` for GARM, ``bin/`` with the stand-in provider).
+    def prepare(
+        cls,
+        root: Path,
+        *,
+        binary: Path,
+        github_endpoint: Mapping[str, str],
+        shim: bool = True,
+    ) -> Self:
+        """Lay out ``root`` (``garm/`` for GARM, ``bin/`` with the shim and the stand-in).
+
+        The stand-in is installed under the OpenStack provider's name, next to the shim that
+        execs it, with :data:`DEFAULT_CATALOGUE`. ``shim=False`` has GARM run the stand-in
+        directly (what an image without the shim does).
 
         Returns a RealGarm whose recording proxy already listens, so its ``url`` can be handed
         to the charm; GARM itself starts with :meth:`start` or the charm's first replan.
         """
-        (root / "bin").mkdir(parents=True)
+        bin_dir = root / "bin"
+        bin_dir.mkdir(parents=True)
         (root / "garm").mkdir()
+        provider = provider_standin.install(
+            bin_dir, DEFAULT_CATALOGUE, name=Path(garm_entrypoint.PROVIDER_BINARY).name
+        )
         real = cls(
             root / "garm",
             binary=binary,
-            provider_binary=provider_standin.install(root / "bin"),
+            provider_binary=provider,
+            provider_shim=install_shim(bin_dir) if shim else None,
             github_endpoint=github_endpoint,
         )
         real.proxy.start()
@@ -171,6 +215,55 @@ class RealGarm:
     def restart(self) -> None:
         """Restart GARM with the environment it runs with."""
         self.replan(self.environment)
+
+    @property
+    def provider_executable(self) -> Path:
+        """What GARM runs as the provider: the shim, or the stand-in without one."""
+        return self.provider_shim or self.provider_binary
+
+    def set_catalogue(self, catalogue: Catalogue) -> None:
+        """Give the stand-in's cloud these images and flavors (read at every create)."""
+        provider_standin.set_catalogue(self.provider_binary, catalogue)
+
+    def provider_calls(self) -> list[dict[str, Any]]:
+        """Every provider command the stand-in ran (all providers), oldest first."""
+        calls: list[dict[str, Any]] = []
+        for path in self.workdir.rglob("*.standin-calls.jsonl"):
+            text = path.read_text(encoding="utf-8")
+            calls += [json.loads(line) for line in text.splitlines() if line]
+        return sorted(calls, key=lambda call: call["time"])
+
+    def run_provider(
+        self, provider: str, command: str, **variables: str
+    ) -> subprocess.CompletedProcess[str]:
+        """Run ``command`` as GARM runs its provider ``provider`` (the same executable and file).
+
+        ``variables`` adds GARM's other variables (``GARM_POOL_ID``, ``GARM_INSTANCE_ID``).
+        """
+        env = {
+            "GARM_COMMAND": command,
+            "GARM_CONTROLLER_ID": self.controller()["controller_id"],
+            "GARM_PROVIDER_CONFIG_FILE": str(
+                garm_entrypoint.provider_file(self.workdir / "etc", provider)
+            ),
+            "GARM_INTERFACE_VERSION": "v0.1.0",
+            **variables,
+        }
+        return subprocess.run(
+            [str(self.provider_executable)],
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=30,
+            check=False,
+        )
+
+    def provider_servers(self) -> list[dict[str, Any]]:
+        """The servers the stand-in's cloud holds (all providers)."""
+        servers: list[dict[str, Any]] = []
+        for path in self.workdir.rglob("*.standin-state.json"):
+            servers += json.loads(path.read_text(encoding="utf-8"))["servers"].values()
+        return servers
 
     def halt(self) -> None:
         """Stop GARM by its pid and keep the proxy: calls then fail as on a stopped service."""
@@ -332,6 +425,7 @@ class RealGarm:
             "config_dir": str(self.workdir / "etc"),
             "garm_binary": str(self.binary),
             "provider_binary": str(self.provider_binary),
+            "provider_shim": str(self.provider_shim or ""),
             "bind_address": "127.0.0.1",
             "port": port,
         }

@@ -27,22 +27,31 @@ What it implements, as the real provider does:
   exits 1. The real provider never uses the not-found exit code (30) that GARM understands:
   ``GetInstance`` of an unknown server exits 1, while ``DeleteInstance`` of an unknown name or
   server ID succeeds (exit 0), so deletes are idempotent.
-- Servers carry the tags ``garm-pool-id=<pool>`` and ``garm-controller-id=<controller>``;
-  ``ListInstances`` returns the servers with both tags (``[]`` when none); a server ID owned by
-  another controller is "not found" (an error, also for delete), a name owned by another
-  controller is invisible. Instances are found by server ID (a UUID) or by name.
+- Servers carry the tags ``garm-pool-id=<pool>`` and ``garm-controller-id=<controller>``, the
+  pool being the bootstrap parameters' ``pool_id`` as in the real provider (``GARM_POOL_ID``
+  only serves ``ListInstances``); ``ListInstances`` returns the servers with both tags (``[]``
+  when none); a server ID owned by another controller is "not found" (an error, also for
+  delete), a name owned by another controller is invisible. Instances are found by server ID
+  (a UUID) or by name.
 - Instances are ``ProviderInstance`` JSON: ``provider_id`` (server UUID), ``name``,
   ``os_type``, ``os_name``, ``os_version``, ``os_arch``, ``addresses`` (one fixed, private
   address), ``status`` (``running``, or ``stopped`` after ``StopInstance``); empty fields are
   omitted as Go's ``omitempty`` does, so ``provider_fault`` never appears. ``os_name`` and
   ``os_version`` come from the image name when it looks like ``<distro>-<version>`` (the real
   provider reads the image's ``os_distro``/``os_version`` properties).
-- ``CreateInstance`` checks what the real provider checks before calling the cloud: tools for
-  the requested OS type and architecture, a flavor, an image.
+- ``CreateInstance`` refuses, in the real provider's order and words, what the provider and
+  the cloud refuse: tools for the requested OS type and architecture, a flavor, an image; a
+  flavor or an image that is not in the cloud's catalogue (:class:`Catalogue`, set by the test
+  beside the installed script; none means an empty cloud); then what Nova's server-create
+  schema refuses (:func:`nova_create`): a name or a metadata value over 255 characters, a
+  metadata key outside ``[a-zA-Z0-9-_:. ]{1,255}``, user data over 65,535 bytes once base64
+  encoded (rendered as the provider renders it, :func:`render_user_data`, pre-install scripts
+  included), a tag over 60 characters or holding ``,`` or ``/``. A refusal is a command failure
+  (exit 1, the error on stderr), which GARM records as the instance's provider fault.
 
-What it does not do: talk to OpenStack or anything else on the network (flavors, images and
-networks are accepted as given), user data / cloud-init, boot from volume, extra specs,
-security groups, the interface v0.1.1 commands.
+What it does not do: talk to OpenStack or anything else on the network (networks are accepted
+as given, images match by name or ID whatever their visibility or owner), boot from volume, the
+extra-specs schema, security groups, quotas, the interface v0.1.1 commands.
 
 Simulated runner VM: when the bootstrap parameters carry ``callback-url`` and
 ``instance-token`` and the callback host is a loopback address, ``CreateInstance`` starts a
@@ -72,6 +81,7 @@ Standard library only; protocol facts from cloudbase/garm ``runner/providers/v0.
 
 from __future__ import annotations
 
+import base64
 import contextlib
 import fcntl
 import ipaddress
@@ -85,7 +95,8 @@ import urllib.error
 import urllib.parse
 import urllib.request
 import uuid
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, BinaryIO, NoReturn
 
@@ -137,6 +148,37 @@ GITHUB_OS = {"linux": "linux", "windows": "win"}
 SUPPORTED_ARCH = ("amd64", "arm", "arm64")
 VISIBILITIES = ("public", "private", "community", "shared", "all")
 IMAGE_OS = re.compile(r"([A-Za-z]+)[-_:]?v?([0-9][0-9.]*)")
+
+# The cloud the stand-in plays (ADR 0008): what Nova's server-create schema and the provider's
+# image and flavor look-ups refuse. Nova answers from its compute endpoint, which a real
+# provider finds in Keystone's catalogue; the stand-in names fixed ones in its messages.
+COMPUTE_URL = "http://127.0.0.1:8774/v2.1"
+IMAGE_URL = "http://127.0.0.1:9292"
+CATALOGUE_SUFFIX = ".catalogue.json"
+MAX_TAG_LENGTH = 60
+TAG_PATTERN = "^[^,/]*$"
+MAX_NAME_LENGTH = 255
+MAX_METADATA_LENGTH = 255
+METADATA_KEY = re.compile(r"[a-zA-Z0-9-_:. ]{1,255}")
+MAX_USER_DATA_LENGTH = 65535
+DEFAULT_IMAGE_VISIBILITY = "public"
+# Unrendered length of garm-provider-common v0.1.9's default Linux install template
+# (cloudconfig/templates.go, CloudConfigTemplate): used only when the bootstrap parameters carry
+# no runner_install_template, which GARM always adds.
+DEFAULT_INSTALL_TEMPLATE_BYTES = 6599
+RUNNER_USER = "runner"
+RUNNER_GROUPS = (
+    "sudo",
+    "adm",
+    "cdrom",
+    "dialout",
+    "dip",
+    "video",
+    "plugdev",
+    "netdev",
+    "docker",
+    "lxd",
+)
 
 AGENT_BOOT_DELAY_SECONDS = 1.0
 AGENT_DEADLINE_SECONDS = 60.0
@@ -451,6 +493,216 @@ def to_instance(server: Mapping[str, Any]) -> dict[str, Any]:
     return {key: value for key, value in instance.items() if value}
 
 
+# --------------------------------------------------------------------------- the cloud
+
+
+@dataclass(frozen=True)
+class Catalogue:
+    """The images and flavors the simulated cloud has (by name or ID), set by the test."""
+
+    images: tuple[str, ...] = ()
+    flavors: tuple[str, ...] = ()
+
+    @classmethod
+    def load(cls, path: Path) -> Catalogue:
+        """Read the catalogue; none means an empty cloud, where every image is unknown."""
+        try:
+            document = json.loads(path.read_text(encoding="utf-8"))
+        except FileNotFoundError:
+            return cls()
+        return cls(tuple(document.get("images", [])), tuple(document.get("flavors", [])))
+
+    def write(self, path: Path) -> None:
+        """Store the catalogue where :meth:`load` reads it."""
+        document = {"images": list(self.images), "flavors": list(self.flavors)}
+        path.write_text(json.dumps(document, indent=1), encoding="utf-8")
+
+
+def catalogue_path(executable: Path) -> Path:
+    """Where an installed stand-in reads its catalogue: beside itself."""
+    return executable.with_name(executable.name + CATALOGUE_SUFFIX)
+
+
+def resolve_flavor(catalogue: Catalogue, flavor: str) -> None:
+    """Refuse a flavor the cloud lacks, as the provider's GetFlavor does after listing them."""
+    if flavor not in catalogue.flavors:
+        raise ProviderError(
+            f"failed to resolve flavor {flavor}: failed to find flavor with name or id {flavor}"
+        )
+
+
+def resolve_image(catalogue: Catalogue, image: str, visibility: str) -> None:
+    """Refuse an image the cloud lacks, in the provider's GetImage words (by ID or by name)."""
+    if image in catalogue.images:
+        return
+    if _is_uuid(image):
+        # gophercloud's 404 with Glance's answer for an unknown image ID.
+        reason = (
+            f"failed to find image: Resource not found: [GET {IMAGE_URL}/v2/images/{image}], "
+            f"error message: 404 Not Found\n\nNo image found with ID {image}\n\n   "
+        )
+    else:
+        reason = (
+            f"failed to find image with name or id {image} and visibility "
+            f"'{visibility or DEFAULT_IMAGE_VISIBILITY}'"
+        )
+    raise ProviderError(f"failed to resolve image info: {reason}")
+
+
+def _yaml_scalar(value: str, indent: str) -> str:
+    """A string as gopkg.in/yaml.v3 writes it, close enough for the size Nova sees.
+
+    Multi-line text becomes a literal block; text YAML would read as another type, or that
+    starts with an indicator, is double-quoted; the rest is plain.
+    """
+    if "\n" in value:
+        body = "".join(f"{indent}  {line}\n" for line in value.rstrip("\n").split("\n"))
+        return ("|\n" if value.endswith("\n") else "|-\n") + body.rstrip("\n")
+    special = value.lower() in ("", "true", "false", "yes", "no", "on", "off", "null", "~")
+    if special or re.fullmatch(r"[-+]?[0-9][0-9_.]*", value) or value[0] in "-?:,[]{}#&*!|>'\"%@`":
+        return json.dumps(value)
+    return value
+
+
+def _yaml_list(key: str, items: Iterable[str], indent: str) -> list[str]:
+    lines = [f"{indent}{key}:"]
+    lines += [f"{indent}    - {_yaml_scalar(item, indent + '    ')}" for item in items]
+    return lines
+
+
+def _pre_install_scripts(extra_specs: Mapping[str, Any]) -> list[tuple[str, bytes]]:
+    scripts = extra_specs.get("pre_install_scripts") or {}
+    return [(name, base64.b64decode(scripts[name])) for name in sorted(scripts)]
+
+
+def install_script(bootstrap: Mapping[str, Any]) -> bytes:
+    """The runner install script the provider puts in the user data.
+
+    GARM always sends ``extra_specs.runner_install_template``: its wrapper, already rendered,
+    which fetches the real script from GARM's metadata URL. The provider renders it again as a Go
+    template; GARM's wrapper holds no template action, so the text is used as it is. Without it
+    the provider renders its default template: its length plus the values it gets stands in.
+    """
+    extra_specs = bootstrap.get("extra_specs") or {}
+    template = extra_specs.get("runner_install_template")
+    if template:
+        return base64.b64decode(template)
+    values = ("instance-token", "callback-url", "metadata-url", "repo_url", "name")
+    size = DEFAULT_INSTALL_TEMPLATE_BYTES + sum(len(str(bootstrap.get(k) or "")) for k in values)
+    return b"#" * size
+
+
+def render_user_data(bootstrap: Mapping[str, Any]) -> str:
+    """The cloud-config the provider sends for a Linux runner.
+
+    Follows garm-provider-common v0.1.9 (vendored by garm-provider-openstack v0.1.5),
+    ``cloudconfig.GetCloudConfig`` -> ``GetCloudInitConfig`` and ``CloudInit.Serialize``: the
+    default cloud-init, pre-install scripts (sorted by name) and the install script as base64
+    ``write_files`` with their ``runcmd`` lines, SSH keys, the CA bundle, serialised by yaml.v3
+    (indent 4, no line wrapping) after ``#cloud-config``.
+    """
+    extra_specs: Mapping[str, Any] = bootstrap.get("extra_specs") or {}
+    files: list[tuple[bytes, str]] = []
+    runcmd: list[str] = []
+    for name, script in _pre_install_scripts(extra_specs):
+        files.append((script, f"/garm-pre-install/{name}"))
+        runcmd.append(f"/garm-pre-install/{name}")
+    runcmd.append("rm -rf /garm-pre-install")
+    files.append((install_script(bootstrap), "/install_runner.sh"))
+    runcmd += [f"su -l -c /install_runner.sh {RUNNER_USER}", "rm -f /install_runner.sh"]
+    packages = [] if extra_specs.get("disable_updates") else ["curl", "tar"]
+    packages += [p for p in extra_specs.get("extra_packages") or [] if p not in packages]
+    lines = ["#cloud-config", *_yaml_list("users", ["default"], "")]
+    lines.append(f"package_upgrade: {'false' if extra_specs.get('disable_updates') else 'true'}")
+    if packages:
+        lines += _yaml_list("packages", packages, "")
+    if bootstrap.get("ssh-keys"):
+        lines += _yaml_list("ssh_authorized_keys", bootstrap["ssh-keys"], "")
+    lines += [
+        "system_info:",
+        "    default_user:",
+        f"        name: {RUNNER_USER}",
+        f"        home: /home/{RUNNER_USER}",
+        "        shell: /bin/bash",
+        *_yaml_list("groups", RUNNER_GROUPS, "        "),
+        "        sudo: ALL=(ALL) NOPASSWD:ALL",
+        *_yaml_list("runcmd", runcmd, ""),
+        "write_files:",
+    ]
+    for content, path in files:
+        lines += [
+            "    - encoding: b64",
+            f"      content: {base64.b64encode(content).decode()}",
+            "      owner: root:root",
+            f"      path: {path}",
+            '      permissions: "755"',
+        ]
+    bundle = bootstrap.get("ca-cert-bundle")
+    if bundle:
+        pem = base64.b64decode(bundle).decode("utf-8", "replace")
+        lines += ["ca-certs:", "    remove-defaults: false"]
+        lines += _yaml_list("trusted", [pem], "    ")
+    return "\n".join(lines) + "\n"
+
+
+NovaProblem = tuple[object, object, str]  # (last path element, value, jsonschema message)
+
+
+def _too_long(path: object, value: str, limit: int) -> NovaProblem | None:
+    return (path, value, f"{value!r} is too long") if len(value) > limit else None
+
+
+def _metadata_problem(metadata: Mapping[str, str]) -> NovaProblem | None:
+    ordered = dict(sorted(metadata.items()))
+    for key, value in ordered.items():
+        if not METADATA_KEY.fullmatch(key):
+            unexpected = f"Additional properties are not allowed ({key!r} was unexpected)"
+            return "metadata", ordered, unexpected
+        problem = _too_long(key, value, MAX_METADATA_LENGTH)
+        if problem:
+            return problem
+    return None
+
+
+def _tags_problem(tags: list[str]) -> NovaProblem | None:
+    for index, tag in enumerate(tags):
+        problem = _too_long(index, tag, MAX_TAG_LENGTH)
+        if problem:
+            return problem
+        if not re.fullmatch(TAG_PATTERN, tag):
+            return index, tag, f"{tag!r} does not match {TAG_PATTERN!r}"
+    return None
+
+
+def _nova_field_problem(server: Mapping[str, Any]) -> NovaProblem | None:
+    """Nova's first schema refusal of a server-create body, in the schema's property order."""
+    return (
+        _too_long("name", server["name"], MAX_NAME_LENGTH)
+        or _metadata_problem(server["metadata"])
+        or _too_long("user_data", server["user_data"], MAX_USER_DATA_LENGTH)
+        or _tags_problem(server["tags"])
+    )
+
+
+def nova_create(server: Mapping[str, Any]) -> None:
+    """Refuse what Nova's request schema refuses, with its 400 answer in gophercloud's words.
+
+    Nova checks the body with its JSON schema and reports the first problem in the schema's
+    property order (name, metadata, user_data, tags) as ``Invalid input for field/attribute
+    <last path element>. Value: <value>. <jsonschema message>``.
+    """
+    problem = _nova_field_problem(server)
+    if problem is None:
+        return
+    path, value, message = problem
+    detail = f"Invalid input for field/attribute {path}. Value: {value}. {message}"
+    body = json.dumps({"badRequest": {"code": 400, "message": detail}})
+    raise ProviderError(
+        "failed to create server: failed to create server: Bad request with: "
+        f"[POST {COMPUTE_URL}/servers], error message: {body}"
+    )
+
+
 # --------------------------------------------------------------------------- commands
 
 
@@ -472,11 +724,27 @@ def _find_tools(bootstrap: Mapping[str, Any]) -> dict[str, Any]:
     raise ProviderError(f"failed to find tools for OS {os_type} and arch {arch}")
 
 
+def _extra_specs_decode(extra_specs: Mapping[str, Any]) -> bool:
+    """Tell whether the install template and pre-install scripts are valid base64 strings."""
+    values = [extra_specs.get("runner_install_template") or ""]
+    scripts = extra_specs.get("pre_install_scripts") or {}
+    values += list(scripts.values()) if isinstance(scripts, dict) else [None]
+    for value in values:
+        try:
+            base64.b64decode(value, validate=True)
+        except (TypeError, ValueError):
+            return False
+    return True
+
+
 def _spec_problem(bootstrap: Mapping[str, Any]) -> str:
     try:
         tools = _find_tools(bootstrap)
     except ProviderError as exc:
         return f"failed to get tools: {exc}"
+    if not _extra_specs_decode(bootstrap.get("extra_specs") or {}):
+        # Go decodes these []byte fields from base64 and stops at the first bad byte.
+        return "failed to get extra specs: failed to unmarshal extra_specs: illegal base64 data"
     if not bootstrap.get("flavor"):
         return "failed to validate spec: missing flavor"
     if not bootstrap.get("image"):
@@ -486,29 +754,59 @@ def _spec_problem(bootstrap: Mapping[str, Any]) -> str:
     return ""
 
 
-def new_server(env: Environment, config: Mapping[str, Any]) -> dict[str, Any]:
-    """Build the server record the real provider would create for these bootstrap params."""
+def _user_data(bootstrap: Mapping[str, Any]) -> str:
+    """What the provider sends Nova as user data: base64 of the cloud-config (Linux)."""
+    tools = _find_tools(bootstrap)
+    if not tools.get("filename"):
+        raise ProviderError(
+            "failed to get server create options: failed to get user data: failed to generate "
+            "userdata: generating script: missing tools filename"
+        )
+    if bootstrap.get("os_type") == "windows":
+        text = install_script(bootstrap)
+    else:
+        text = render_user_data(bootstrap).encode("utf-8")
+    return base64.b64encode(text).decode("ascii")
+
+
+def new_server(
+    env: Environment, config: Mapping[str, Any], catalogue: Catalogue
+) -> dict[str, Any]:
+    """Build the server the real provider would create, refusing what it and Nova refuse.
+
+    In the provider's order: the machine spec, the flavor, the image, the user data, then
+    Nova's checks of the request. The pool ID in the tags and metadata is the one in the
+    bootstrap parameters, as the provider takes it (``GARM_POOL_ID`` only serves listing).
+    """
     bootstrap = env.bootstrap
     problem = _spec_problem(bootstrap)
     if problem:
         raise ProviderError(f"failed to build machine spec: {problem}")
+    resolve_flavor(catalogue, str(bootstrap["flavor"]))
+    resolve_image(catalogue, str(bootstrap["image"]), str(config.get("image_visibility", "")))
     server_id = str(uuid.uuid4())
+    pool_id = str(bootstrap.get("pool_id") or "")
     metadata = {
         "os_arch": str(bootstrap.get("arch") or ""),
         "os_type": str(bootstrap.get("os_type") or ""),
-        POOL_TAG: env.pool_id,
+        POOL_TAG: pool_id,
         CONTROLLER_TAG: env.controller_id,
     }
     match = IMAGE_OS.fullmatch(str(bootstrap["image"]))
     if match:
         metadata["os_name"] = match.group(1).lower()
         metadata["os_version"] = match.group(2)
+    tags = [f"{POOL_TAG}={pool_id}", f"{CONTROLLER_TAG}={env.controller_id}"]
+    name = str(bootstrap["name"])
+    nova_create(
+        {"name": name, "metadata": metadata, "user_data": _user_data(bootstrap), "tags": tags}
+    )
     octets = uuid.UUID(server_id).bytes
     return {
         "id": server_id,
-        "name": str(bootstrap["name"]),
+        "name": name,
         "status": "ACTIVE",
-        "tags": [f"{POOL_TAG}={env.pool_id}", f"{CONTROLLER_TAG}={env.controller_id}"],
+        "tags": tags,
         "metadata": metadata,
         "addresses": [{"addr": f"10.{octets[0]}.{octets[1]}.{octets[2] or 1}", "type": "fixed"}],
         "flavor": str(bootstrap["flavor"]),
@@ -519,10 +817,12 @@ def new_server(env: Environment, config: Mapping[str, Any]) -> dict[str, Any]:
     }
 
 
-def create_instance(env: Environment, config: Mapping[str, Any], store: Store) -> bytes:
+def create_instance(
+    env: Environment, config: Mapping[str, Any], store: Store, catalogue: Catalogue
+) -> bytes:
     """CreateInstance: record a new ACTIVE server, maybe start its agent, print it."""
     try:
-        server = new_server(env, config)
+        server = new_server(env, config, catalogue)
     except ProviderError as exc:
         raise ProviderError(f"failed to create instance in provider: {exc}") from None
     with store.locked() as servers:
@@ -614,7 +914,8 @@ def run(env: Environment, config: Mapping[str, Any]) -> bytes:
         STOP: stop_instance,
     }
     if env.command == CREATE:
-        return create_instance(env, config, store)
+        catalogue = Catalogue.load(catalogue_path(Path(__file__)))
+        return create_instance(env, config, store, catalogue)
     if env.command in simple:
         return simple[env.command](env, store)
     if env.command == GET_VERSION:
@@ -784,18 +1085,27 @@ def main(environ: Mapping[str, str] = os.environ) -> int:
     return 0
 
 
-def install(directory: Path) -> Path:
+def install(
+    directory: Path, catalogue: Catalogue | None = None, name: str = INSTALLED_NAME
+) -> Path:
     """Write an executable copy of this script into ``directory`` and return its path.
 
     The copy's shebang names the running interpreter, so it works with the empty ``PATH``
-    GARM gives providers.
+    GARM gives providers. ``catalogue`` is the cloud's images and flavors (none: an empty
+    cloud, every create refused); :func:`set_catalogue` changes it later.
     """
     source = Path(__file__).read_text(encoding="utf-8")
     body = source.split("\n", 1)[1] if source.startswith("#!") else source
-    target = Path(directory) / INSTALLED_NAME
+    target = Path(directory) / name
     target.write_text(f"#!{sys.executable}\n{body}", encoding="utf-8")
     target.chmod(0o755)
+    set_catalogue(target, catalogue or Catalogue())
     return target
+
+
+def set_catalogue(executable: Path, catalogue: Catalogue) -> None:
+    """Give an installed stand-in's cloud these images and flavors."""
+    catalogue.write(catalogue_path(executable))
 
 
 if __name__ == "__main__":

@@ -721,7 +721,8 @@ def test_missing_provider_leaves_deletes_stuck(ready_emulator: GarmEmulator, api
     stuck = ready_emulator.instance(first)
     assert stuck is not None
     assert stuck["status"] == "pending_delete"
-    assert base64.b64decode(stuck["provider_fault"])
+    # GARM skips the runners of a provider it has not loaded: nothing records a fault.
+    assert "provider_fault" not in stuck
     listed = api.get(f"/scalesets/{ss['id']}/instances").json()
     assert {i["name"] for i in listed} == {first, second}
     assert isinstance(listed[0]["id"], str)
@@ -729,6 +730,61 @@ def test_missing_provider_leaves_deletes_stuck(ready_emulator: GarmEmulator, api
     ready_emulator.advance()
     assert ready_emulator.instance(first) is None
     assert ready_emulator.instance(second)["status"] == "pending_delete"  # type: ignore[index]
+
+
+CREATE_REFUSAL = (
+    "failed to run command: failed to create instance in provider: failed to resolve image "
+    "info: failed to find image with name or id ubuntu-99.04 and visibility 'public'"
+)
+
+
+def test_a_refused_create_leaves_garm_s_provider_fault_then_a_new_runner(
+    ready_emulator: GarmEmulator, api: httpx.Client
+):
+    ready_emulator.add_scaleset("ss", min_idle_runners=1, max_runners=2, enabled=True)
+    ready_emulator.refuse_provider("CreateInstance", CREATE_REFUSAL)
+    ready_emulator.advance()  # scale up: a runner to create
+    ready_emulator.advance()  # the provider refuses it
+    (failed,) = api.get("/instances").json()
+    assert (failed["status"], failed["runner_status"]) == ("error", "pending")
+    assert "provider_id" not in failed
+    assert base64.b64decode(failed["provider_fault"]).decode() == (
+        "creating instance in provider: provider binary "
+        "/usr/local/bin/garm-provider-openstack-shim returned error: provider binary failed "
+        f"with stdout: ; stderr: {CREATE_REFUSAL}: exit status 1"
+    )
+    ready_emulator.refuse_provider("CreateInstance", None)
+    ready_emulator.advance()  # GARM deletes the failed runner and asks for another
+    names = [i["name"] for i in api.get("/instances").json()]
+    assert failed["name"] not in names
+    ready_emulator.advance()
+    (replacement,) = api.get("/instances").json()
+    assert (replacement["status"], replacement["runner_status"]) == ("running", "idle")
+    assert "provider_fault" not in replacement
+
+
+def test_a_refused_delete_stays_pending_with_the_fault_unless_forced(
+    ready_emulator: GarmEmulator, api: httpx.Client
+):
+    ready_emulator.add_scaleset("ss", min_idle_runners=0, max_runners=3, enabled=False)
+    plain = ready_emulator.add_instance("ss")["name"]
+    forced = ready_emulator.add_instance("ss")["name"]
+    ready_emulator.refuse_provider("DeleteInstance", "failed to run command: boom", PROVIDER)
+    assert api.delete(f"/instances/{plain}").status_code == 200
+    assert api.delete(f"/instances/{forced}", params={"forceRemove": "true"}).status_code == 200
+    ready_emulator.advance()
+    assert ready_emulator.instance(forced) is None
+    stuck = ready_emulator.instance(plain)
+    assert stuck is not None
+    assert stuck["status"] == "pending_delete"
+    assert (
+        base64.b64decode(stuck["provider_fault"])
+        .decode()
+        .startswith("deleting instance in provider: provider binary ")
+    )
+    ready_emulator.refuse_provider("DeleteInstance", None)
+    ready_emulator.advance()
+    assert ready_emulator.instance(plain) is None
 
 
 def test_legacy_scaleset_without_provider_name(ready_emulator: GarmEmulator, api: httpx.Client):

@@ -34,17 +34,21 @@ OS_PASSWORD_A = 'os-pass-a"\\quoted'
 OS_PASSWORD_B = "os-pass-b-value"
 SECRET_VALUES = (JWT, PASSPHRASE, DB_PASSWORD, OS_PASSWORD_A, OS_PASSWORD_B)
 
-# Runs main() with a temporary config dir and the stub binary; the real os.execv is used.
+# Runs main() with a temporary config dir, the stub binary and a provider shim path; the real
+# os.execv is used.
 RUNNER = textwrap.dedent(
     """
     import sys
     from pathlib import Path
     sys.path.insert(0, sys.argv[1])
     import garm_entrypoint
-    layout = garm_entrypoint.Layout(config_dir=Path(sys.argv[2]), garm_binary=sys.argv[3])
+    layout = garm_entrypoint.Layout(
+        config_dir=Path(sys.argv[2]), garm_binary=sys.argv[3], provider_shim=sys.argv[4]
+    )
     sys.exit(garm_entrypoint.main(layout=layout))
     """
 )
+PROVIDER = "/usr/local/bin/garm-provider-openstack"
 
 STUB = textwrap.dedent(
     """
@@ -112,9 +116,24 @@ class Workspace:
         self.stub.parent.mkdir()
         self.stub.write_text(f"#!{sys.executable}\n{STUB}", encoding="utf-8")
         self.stub.chmod(0o755)
+        # Only its presence matters here: the entrypoint checks the image has a shim.
+        self.shim = root / "bin" / "garm-provider-openstack-shim"
+        self.shim.write_text("#!/bin/false\n", encoding="utf-8")
+        self.shim.chmod(0o755)
 
-    def run(self, env: dict[str, str]) -> subprocess.CompletedProcess[str]:
-        argv = [sys.executable, "-c", RUNNER, str(SRC_DIR), str(self.config_dir), str(self.stub)]
+    def run(
+        self, env: dict[str, str], shim: str | None = None
+    ) -> subprocess.CompletedProcess[str]:
+        shim = str(self.shim) if shim is None else shim
+        argv = [
+            sys.executable,
+            "-c",
+            RUNNER,
+            str(SRC_DIR),
+            str(self.config_dir),
+            str(self.stub),
+            shim,
+        ]
         return subprocess.run(
             argv, env=env, capture_output=True, text=True, timeout=60, check=False
         )
@@ -139,9 +158,11 @@ def mode(path: Path) -> int:
     return stat.S_IMODE(path.stat().st_mode)
 
 
-def expected_provider_entry(config_dir: Path, unit: str, env_names: list[str]) -> dict[str, Any]:
+def expected_provider_entry(
+    config_dir: Path, unit: str, env_names: list[str], executable: str
+) -> dict[str, Any]:
     external: dict[str, Any] = {
-        "provider_executable": "/usr/local/bin/garm-provider-openstack",
+        "provider_executable": executable,
         "config_file": str(config_dir / f"provider-{unit}.toml"),
     }
     if env_names:
@@ -178,11 +199,38 @@ def test_sqlite_config_and_exec(workspace: Workspace) -> None:
         }
     )
     # Sorted by unit name, whatever the input order.
+    shim = str(workspace.shim)
     expected["provider"] = [
-        expected_provider_entry(workspace.config_dir, "cfg-a-1", []),
-        expected_provider_entry(workspace.config_dir, "cfg-b-0", []),
+        expected_provider_entry(workspace.config_dir, "cfg-a-1", [], shim),
+        expected_provider_entry(workspace.config_dir, "cfg-b-0", [], shim),
     ]
     assert tomllib.loads(output["config"]) == expected
+
+
+def _executables(config: dict[str, Any]) -> list[str]:
+    return [p["external"]["provider_executable"] for p in config["provider"]]
+
+
+def test_an_image_without_the_shim_runs_the_provider_with_a_warning(
+    workspace: Workspace, tmp_path: Path
+) -> None:
+    missing = tmp_path / "bin" / "no-shim"
+    result = workspace.run(sqlite_env(), shim=str(missing))
+
+    assert result.returncode == 0, result.stderr
+    (warning,) = result.stderr.splitlines()
+    assert warning.startswith(f"garm-entrypoint: warning: {missing} is not in the image")
+    assert not any(value in result.stderr for value in SECRET_VALUES)
+    config = tomllib.loads(json.loads(result.stdout)["config"])
+    assert _executables(config) == [PROVIDER, PROVIDER]
+
+
+def test_no_shim_in_the_layout_runs_the_provider_quietly(workspace: Workspace) -> None:
+    result = workspace.run(sqlite_env(), shim="")
+
+    assert (result.returncode, result.stderr) == (0, "")
+    config = tomllib.loads(json.loads(result.stdout)["config"])
+    assert _executables(config) == [PROVIDER, PROVIDER]
 
 
 def test_postgresql_config(workspace: Workspace) -> None:
@@ -466,7 +514,8 @@ def test_production_defaults_are_fixed_paths() -> None:
     production = Layout(
         config_dir=Path("/etc/garm"),
         garm_binary="/usr/local/bin/garm",
-        provider_binary="/usr/local/bin/garm-provider-openstack",
+        provider_binary=PROVIDER,
+        provider_shim="/usr/local/bin/garm-provider-openstack-shim",
         bind_address="0.0.0.0",  # noqa: S104
         port=8080,
     )

@@ -6,6 +6,7 @@ parameters on stdin.
 
 from __future__ import annotations
 
+import base64
 import fcntl
 import json
 import stat
@@ -24,11 +25,13 @@ import pytest
 
 from garm_entrypoint import clouds_file, provider_file, render_clouds, render_provider
 from tests.real_garm import provider_standin
-from tests.real_garm.provider_standin import VERSION, install
+from tests.real_garm.provider_standin import VERSION, Catalogue, install, set_catalogue
 
 CONTROLLER = "6b1f0a52-8c1e-4d55-9d0e-1f6f5c0a7e10"
 OTHER_CONTROLLER = "0d4c3a1b-2e5f-4a6b-8c7d-9e0f1a2b3c4d"
 POOL = "pool-a"
+IMAGE_ID = "6f1c0c0e-1d2e-4f3a-8b4c-5d6e7f8a9b0c"
+CATALOGUE = Catalogue(images=("ubuntu-24.04", IMAGE_ID), flavors=("m1.small",))
 INSTANCE_KEYS = ("provider_id", "name", "os_type", "os_name", "os_version", "os_arch")
 
 
@@ -60,7 +63,9 @@ class Provider:
         return run_env(self.executable, self.env(command, **extra), stdin)
 
     def create(self, name: str, pool: str = POOL, **params: Any) -> dict[str, Any]:
-        result = self.run("CreateInstance", bootstrap(name, **params), GARM_POOL_ID=pool)
+        # GARM sends the pool ID twice: in the environment and in the bootstrap parameters.
+        data = bootstrap(name, pool_id=pool, **params)
+        result = self.run("CreateInstance", data, GARM_POOL_ID=pool)
         assert result.returncode == 0, result.stderr
         return json.loads(result.stdout)
 
@@ -134,7 +139,7 @@ def make_provider(directory: Path, executable: Path, unit: str = "cfg-a-0") -> P
 def executable(tmp_path: Path) -> Path:
     bin_dir = tmp_path / "bin"
     bin_dir.mkdir()
-    return install(bin_dir)
+    return install(bin_dir, CATALOGUE)
 
 
 @pytest.fixture
@@ -188,7 +193,7 @@ def test_create_prints_the_instance_as_the_openstack_provider_does(provider: Pro
 
 
 def test_create_omits_os_name_when_the_image_does_not_say(provider: Provider) -> None:
-    instance = provider.create("garm-runner-1", image="6f1c0c0e-image-uuid-like")
+    instance = provider.create("garm-runner-1", image=IMAGE_ID)
     assert "os_name" not in instance
     assert "os_version" not in instance
 
@@ -606,3 +611,245 @@ def test_runner_agent_only_talks_to_loopback(provider: Provider) -> None:
     )
     logs = list(provider.config_file.parent.glob("*.standin-agent-*.log"))
     assert logs == []
+
+
+# --------------------------------------------------------------------------- the cloud's refusals
+
+ENTITY = "0d4c3a1b-2e5f-4a6b-8c7d-9e0f1a2b3c4d"
+NOVA_400 = (
+    "failed to run command: failed to create instance in provider: failed to create server: "
+    "failed to create server: Bad request with: [POST http://127.0.0.1:8774/v2.1/servers], "
+    "error message: "
+)
+
+
+def nova_refusal(field: object, value: str, message: str) -> str:
+    detail = f"Invalid input for field/attribute {field}. Value: {value}. {message}"
+    return NOVA_400 + json.dumps({"badRequest": {"code": 400, "message": detail}})
+
+
+def refused(provider: Provider, data: bytes, pool: str = POOL) -> str:
+    """Run a create that must fail: nothing printed, nothing created; return stderr."""
+    before = provider.list(pool)
+    result = provider.run("CreateInstance", data, GARM_POOL_ID=pool)
+    assert (result.returncode, result.stdout) == (1, ""), result
+    assert provider.list(pool) == before
+    return result.stderr
+
+
+def test_a_pool_tag_over_60_characters_is_refused_as_nova_does(provider: Provider) -> None:
+    pool = f"ubuntu-noble-x64-large-{ENTITY}"
+    tag = f"garm-pool-id={pool}"
+    assert len(tag) == 72
+    stderr = refused(provider, bootstrap("garm-runner-1", pool_id=pool), pool)
+    assert stderr == nova_refusal(0, tag, f"{tag!r} is too long")
+
+
+def test_a_pool_tag_of_60_characters_is_accepted(provider: Provider) -> None:
+    pool = f"abcdefghij-{ENTITY}"
+    assert len(f"garm-pool-id={pool}") == 60
+    created = provider.create("garm-runner-1", pool=pool)
+    assert provider.list(pool) == [created]
+
+
+@pytest.mark.parametrize("pool", ["a,b", "runners/a"])
+def test_a_pool_tag_with_a_comma_or_slash_is_refused(provider: Provider, pool: str) -> None:
+    tag = f"garm-pool-id={pool}"
+    stderr = refused(provider, bootstrap("garm-runner-1", pool_id=pool), pool)
+    assert stderr == nova_refusal(0, tag, f"{tag!r} does not match '^[^,/]*$'")
+
+
+def test_the_tag_holds_the_bootstrap_pool_id_as_in_the_real_provider(provider: Provider) -> None:
+    long_pool = f"ubuntu-noble-x64-large-{ENTITY}"
+    # A short GARM_POOL_ID does not help: the provider tags with the bootstrap's pool_id.
+    stderr = refused(provider, bootstrap("garm-runner-1", pool_id=long_pool), ENTITY)
+    assert "is too long" in stderr
+    # And a server tagged from the bootstrap's pool_id is listed under that pool only.
+    data = bootstrap("garm-runner-2", pool_id=ENTITY)
+    assert provider.run("CreateInstance", data, GARM_POOL_ID=long_pool).returncode == 0
+    assert provider.list(long_pool) == []
+    assert [i["name"] for i in provider.list(ENTITY)] == ["garm-runner-2"]
+
+
+def test_a_server_name_over_255_characters_is_refused(provider: Provider) -> None:
+    name = "garm-" + "r" * 251
+    stderr = refused(provider, bootstrap(name))
+    assert stderr == nova_refusal("name", name, f"{name!r} is too long")
+    assert provider.create("garm-" + "r" * 250)["name"] == "garm-" + "r" * 250
+
+
+def test_a_metadata_value_over_255_characters_is_refused_before_the_tags(
+    provider: Provider,
+) -> None:
+    pool = "p" * 256
+    stderr = refused(provider, bootstrap("garm-runner-1", pool_id=pool), pool)
+    assert stderr == nova_refusal("garm-pool-id", pool, f"{pool!r} is too long")
+
+
+def test_a_metadata_key_nova_does_not_accept_is_refused() -> None:
+    server = {
+        "name": "garm-runner-1",
+        "metadata": {"os_type": "linux", "bad/key": "x"},
+        "user_data": "",
+        "tags": [],
+    }
+    with pytest.raises(provider_standin.ProviderError) as refusal:
+        provider_standin.nova_create(server)
+    message = str(refusal.value)
+    assert "Invalid input for field/attribute metadata. Value: {'bad/key': 'x', 'os_type'" in (
+        message
+    )
+    assert "Additional properties are not allowed ('bad/key' was unexpected)" in message
+
+
+def _script(size: int) -> dict[str, Any]:
+    content = base64.b64encode(b"#" * size).decode()
+    return {"pre_install_scripts": {"big.sh": content}}
+
+
+def _largest_accepted_script() -> int:
+    """The largest pre-install script whose user data Nova still takes (found by bisection)."""
+    low, high = 0, 65535
+    while low < high:
+        middle = (low + high + 1) // 2
+        data = json.loads(bootstrap("garm-runner-1", extra_specs=_script(middle)))
+        if len(provider_standin._user_data(data)) <= 65535:
+            low = middle
+        else:
+            high = middle - 1
+    return low
+
+
+def test_user_data_over_nova_limit_is_refused(provider: Provider) -> None:
+    largest = _largest_accepted_script()
+    # Nova takes 49,149 bytes of cloud-config (65,535 once base64-encoded), where the script is
+    # base64 too, beside the install script (here the ~6.6 kB default template) and the rest.
+    assert 25_000 < largest < 49_149 * 3 // 4
+    created = provider.create("garm-runner-1", extra_specs=_script(largest))
+    assert created["name"] == "garm-runner-1"
+    data = bootstrap("garm-runner-2", extra_specs=_script(largest + 3))
+    stderr = refused(provider, data, POOL)
+    assert stderr.startswith(NOVA_400)
+    message = json.loads(stderr.removeprefix(NOVA_400))["badRequest"]["message"]
+    field, rest = message.split(". Value: ", 1)
+    assert field == "Invalid input for field/attribute user_data"
+    value, complaint = rest.split(". ", 1)
+    assert len(value) > 65535
+    assert complaint == f"{value!r} is too long"
+    assert provider.list() == [created]
+
+
+def test_user_data_is_rendered_as_garm_provider_common_renders_it() -> None:
+    token = "eyJhbGciOi.instance.token"
+    data = json.loads(
+        bootstrap(
+            "garm-runner-1",
+            **{"instance-token": token, "ssh-keys": ["ssh-ed25519 AAAAC3 me@host"]},
+            extra_specs={
+                "pre_install_scripts": {
+                    "b.sh": base64.b64encode(b"echo b\n").decode(),
+                    "a.sh": base64.b64encode(b"echo a\n").decode(),
+                },
+                "runner_install_template": base64.b64encode(b"#!/bin/bash\nwrapper\n").decode(),
+            },
+        )
+    )
+    text = base64.b64decode(provider_standin._user_data(data)).decode()
+
+    def b64(raw: bytes) -> str:
+        return base64.b64encode(raw).decode()
+
+    assert text == (
+        "#cloud-config\n"
+        "users:\n"
+        "    - default\n"
+        "package_upgrade: true\n"
+        "packages:\n"
+        "    - curl\n"
+        "    - tar\n"
+        "ssh_authorized_keys:\n"
+        "    - ssh-ed25519 AAAAC3 me@host\n"
+        "system_info:\n"
+        "    default_user:\n"
+        "        name: runner\n"
+        "        home: /home/runner\n"
+        "        shell: /bin/bash\n"
+        "        groups:\n"
+        "            - sudo\n"
+        "            - adm\n"
+        "            - cdrom\n"
+        "            - dialout\n"
+        "            - dip\n"
+        "            - video\n"
+        "            - plugdev\n"
+        "            - netdev\n"
+        "            - docker\n"
+        "            - lxd\n"
+        "        sudo: ALL=(ALL) NOPASSWD:ALL\n"
+        "runcmd:\n"
+        "    - /garm-pre-install/a.sh\n"
+        "    - /garm-pre-install/b.sh\n"
+        "    - rm -rf /garm-pre-install\n"
+        "    - su -l -c /install_runner.sh runner\n"
+        "    - rm -f /install_runner.sh\n"
+        "write_files:\n"
+        "    - encoding: b64\n"
+        f"      content: {b64(b'echo a' + bytes([10]))}\n"
+        "      owner: root:root\n"
+        "      path: /garm-pre-install/a.sh\n"
+        '      permissions: "755"\n'
+        "    - encoding: b64\n"
+        f"      content: {b64(b'echo b' + bytes([10]))}\n"
+        "      owner: root:root\n"
+        "      path: /garm-pre-install/b.sh\n"
+        '      permissions: "755"\n'
+        "    - encoding: b64\n"
+        f"      content: {b64(b'#!/bin/bash' + bytes([10]) + b'wrapper' + bytes([10]))}\n"
+        "      owner: root:root\n"
+        "      path: /install_runner.sh\n"
+        '      permissions: "755"\n'
+    )
+
+
+@pytest.mark.parametrize(
+    ("params", "reason"),
+    [
+        (
+            {"flavor": "m1.huge", "image": "ubuntu-99.04"},
+            "failed to resolve flavor m1.huge: failed to find flavor with name or id m1.huge",
+        ),
+        (
+            {"image": "ubuntu-99.04"},
+            "failed to resolve image info: failed to find image with name or id ubuntu-99.04 "
+            "and visibility 'public'",
+        ),
+        (
+            {"image": ENTITY},
+            "failed to resolve image info: failed to find image: Resource not found: "
+            f"[GET http://127.0.0.1:9292/v2/images/{ENTITY}], error message: 404 Not Found"
+            f"\n\nNo image found with ID {ENTITY}\n\n   ",
+        ),
+    ],
+)
+def test_an_image_or_flavor_not_in_the_catalogue_is_refused(
+    provider: Provider, params: dict[str, str], reason: str
+) -> None:
+    stderr = refused(provider, bootstrap("garm-runner-1", **params))
+    assert stderr == f"failed to run command: failed to create instance in provider: {reason}"
+
+
+def test_without_a_catalogue_the_cloud_is_empty_until_one_is_set(provider: Provider) -> None:
+    set_catalogue(provider.executable, Catalogue())
+    stderr = refused(provider, bootstrap("garm-runner-1"))
+    assert "failed to find flavor with name or id m1.small" in stderr
+    set_catalogue(provider.executable, Catalogue(images=("ubuntu-24.04",), flavors=("m1.small",)))
+    assert provider.create("garm-runner-1")["name"] == "garm-runner-1"
+
+
+def test_extra_specs_that_are_not_base64_are_refused(provider: Provider) -> None:
+    data = bootstrap("garm-runner-1", extra_specs={"pre_install_scripts": {"a.sh": "not base64!"}})
+    stderr = refused(provider, data)
+    assert stderr == (
+        "failed to run command: failed to create instance in provider: failed to build machine "
+        "spec: failed to get extra specs: failed to unmarshal extra_specs: illegal base64 data"
+    )

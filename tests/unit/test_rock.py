@@ -6,19 +6,24 @@ its entrypoint use, so a path, the Python or the GARM pin cannot drift without a
 
 from __future__ import annotations
 
+import ast
 import posixpath
 import re
 import shlex
+import sys
 from pathlib import Path
 from typing import Any
 
 import pytest
 
 import garm_entrypoint
+import provider_shim
 import workload
 from tests.real_garm.pin import GARM_PART, PROVIDER_PART, load_rockcraft, read_pin
 
-SHARED_GARM_README = Path(__file__).resolve().parents[3] / "shared" / "garm" / "README.md"
+REPO_ROOT = Path(__file__).resolve().parents[2]
+SHARED_GARM_README = REPO_ROOT.parent / "shared" / "garm" / "README.md"
+SHIM_PART = "provider-shim"
 GARM_VERSION_FLAG = "github.com/cloudbase/garm/util/appdefaults.Version="
 PROVIDER_VERSION_FLAG = "github.com/cloudbase/garm-provider-openstack/provider.Version="
 PROVIDER_RELEASE = "v0.1.5"
@@ -122,3 +127,37 @@ def test_bare_rock_stages_only_slices_and_no_shell(rock: dict[str, Any]):
     assert all("_" in pkg for pkg in staged), staged
     assert not [p for p in staged if p.split("_")[0] in SHELL_PACKAGES]
     assert "run-user" not in rock  # GARM runs as root: see the comment in rockcraft.yaml
+
+
+def test_provider_shim_is_installed_where_the_entrypoint_points_garm(rock: dict[str, Any]):
+    part = _part(rock, SHIM_PART)
+    assert (part["plugin"], part["source-type"]) == ("nil", "local")
+    source_dir = REPO_ROOT / part["source"]
+    script = part["override-build"].replace("\\\n", " ")
+    (install,) = [shlex.split(line) for line in script.splitlines() if line.strip()]
+    assert install[:4] == ["install", "-D", "-m", "0755"]
+    source, target = install[4:]
+    assert (source_dir / source).resolve() == Path(provider_shim.__file__).resolve()
+    assert target.replace("${CRAFT_PART_INSTALL}", "") == garm_entrypoint.PROVIDER_SHIM
+    assert garm_entrypoint.PRODUCTION_LAYOUT.provider_shim == garm_entrypoint.PROVIDER_SHIM
+
+
+def test_provider_shim_execs_the_provider_the_rock_builds():
+    beside = posixpath.join(
+        posixpath.dirname(garm_entrypoint.PROVIDER_SHIM), provider_shim.PROVIDER_NAME
+    )
+    assert beside == garm_entrypoint.PROVIDER_BINARY
+    assert provider_shim.provider_path("/usr/local/bin/x") == garm_entrypoint.PROVIDER_BINARY
+
+
+def test_provider_shim_runs_on_the_staged_python_with_the_standard_library_only():
+    source = Path(provider_shim.__file__).read_text(encoding="utf-8")
+    # python3_standard (checked above) stages /usr/bin/python3 and the standard library.
+    assert source.splitlines()[0] == "#!/usr/bin/python3"
+    imported: set[str] = set()
+    for node in ast.walk(ast.parse(source)):
+        if isinstance(node, ast.Import):
+            imported.update(alias.name.split(".")[0] for alias in node.names)
+        elif isinstance(node, ast.ImportFrom) and node.module:
+            imported.add(node.module.split(".")[0])
+    assert imported <= set(sys.stdlib_module_names) | {"__future__"}

@@ -1012,11 +1012,11 @@ def test_stuck_pending_delete_with_provider_fault_is_forced(
 ) -> None:
     garm.add_scaleset("gone-0000aaaa", org=ORG)
     stuck = garm.add_instance("gone-0000aaaa", "pending_delete", "terminated")["name"]
-    forced = garm.add_instance("gone-0000aaaa", "pending_force_delete", "terminated")["name"]
     plain = garm.add_instance("gone-0000aaaa", "pending_delete", "terminated")["name"]
-    garm.restart(providers=[])
-    garm.tick()  # the provider is gone: the delete fails and records a fault
+    garm.refuse_provider("DeleteInstance", "failed to run command: failed to delete server")
+    garm.tick()  # the provider refuses the deletes: GARM records a fault on each
     garm.state.instances[plain].provider_fault = None
+    forced = garm.add_instance("gone-0000aaaa", "pending_force_delete", "terminated")["name"]
     garm.clear_requests()
 
     reconciler.reconcile([])
