@@ -13,7 +13,7 @@ from __future__ import annotations
 import base64
 from typing import Any
 
-from garm_api import GarmClient
+from garm import GarmClient
 from garm_entrypoint import GARM_PROVIDERS_JSON
 from tests.conformance.backends import EMULATOR, wait_for
 from tests.conformance.conftest import Garm

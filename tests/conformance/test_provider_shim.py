@@ -17,7 +17,7 @@ from typing import Any
 
 import pytest
 
-from garm_api import GarmClient, UpdateScaleSetParams
+from garm import GarmClient, UpdateScaleSetParams
 from provider_shim import POOL_TAG_PREFIX, nova_pool_id
 from tests.conformance.backends import wait_for
 from tests.conformance.conftest import (
