@@ -37,7 +37,7 @@ def target_scaleset_name(logical: str, labels: Sequence[str]) -> str:
         characters.
     """
     digest = _sha256_hex(",".join(sorted(labels)))[:LABEL_HASH_LENGTH]
-    return f"{_name_base(logical)}-{digest}"
+    return f"{name_base(logical)}-{digest}"
 
 
 def family_pattern(logical: str) -> re.Pattern[str]:
@@ -45,7 +45,7 @@ def family_pattern(logical: str) -> re.Pattern[str]:
 
     Only hash-suffixed names match; the bare logical name (a pre-hash scale set) does not.
     """
-    return re.compile(rf"^{re.escape(_name_base(logical))}-[0-9a-f]{{{LABEL_HASH_LENGTH}}}$")
+    return re.compile(rf"^{re.escape(name_base(logical))}-[0-9a-f]{{{LABEL_HASH_LENGTH}}}$")
 
 
 def dedupe_specs(specs: Iterable[ScalesetSpec], warn: bool = True) -> list[ScalesetSpec]:
@@ -88,7 +88,7 @@ def _sha256_hex(text: str) -> str:
     return hashlib.sha256(text.encode("utf-8")).hexdigest()
 
 
-def _name_base(logical: str) -> str:
+def name_base(logical: str) -> str:
     """Return the part of a live name before the label hash (at most 55 characters)."""
     if len(logical) <= _NAME_BASE_LIMIT:
         return logical

@@ -37,13 +37,9 @@ from garm import (
 )
 from notices import Notice, Severity, refusal
 from reconcile.scalesets.custom_templates import CustomTemplates
-from reconcile.scalesets.names import (
-    dedupe_specs,
-    family_names,
-    family_pattern,
-    target_scaleset_name,
-)
+from reconcile.scalesets.names import dedupe_specs, family_names, family_pattern
 from reconcile.scalesets.params import create_params, needs_update, update_params
+from reconcile.scalesets.placement import placed_as_specified, resolve_target
 from reconcile.scalesets.retirement import Retirement, ScalesetProgress
 from reconcile.scalesets.runners import RunnerRemover
 from reconcile.scalesets.sweep import OrphanSweep
@@ -148,9 +144,7 @@ class _Pass:
             self.templates.load(self.client.list_templates())
         specs = [spec for spec in specs if spec.name not in held]
         families = {
-            spec.name: family_names(
-                spec.name, target_scaleset_name(spec.name, spec.labels), observed
-            )
+            spec.name: family_names(spec.name, resolve_target(spec, observed), observed)
             for spec in specs
         }
         # Claimed before any gate runs, so a gated spec still protects its generations, and a
@@ -217,7 +211,7 @@ class _Pass:
         observed: Mapping[str, ScaleSet],
         family: Sequence[str],
     ) -> list[ScalesetProgress]:
-        active = target_scaleset_name(spec.name, spec.labels)
+        active = resolve_target(spec, observed)
         try:
             params = create_params(spec, active)
         except Exception as exc:  # a bad spec must not stop the other specs
@@ -250,8 +244,9 @@ class _Pass:
                 )
             )
             return []
-        if active in observed and not _placed_as_specified(observed[active], spec):
-            self.notices.append(_misplaced_notice(observed[active], spec))
+        if active in observed and not placed_as_specified(observed[active], spec):
+            # Only a scale set made by hand under the charm's own name can be here.
+            self.notices.append(_name_taken_notice(observed[active], spec))
             return []
         template_id = self.templates.ensure(spec, active)
         desired_extra = dict(params.extra_specs or {})
@@ -338,20 +333,10 @@ class _Pass:
         )
 
 
-def _placed_as_specified(live: ScaleSet, spec: ScalesetSpec) -> bool:
-    """Tell whether a live scale set of the spec's name has the spec's provider and entity.
-
-    Neither can change on a live scale set, so a live one elsewhere is never updated as if it
-    were this spec's.
-    """
-    provider_ok = live.provider_name is None or live.provider_name == spec.provider_name
-    return provider_ok and _same_entity(live, spec)
-
-
-def _misplaced_notice(live: ScaleSet, spec: ScalesetSpec) -> Notice:
+def _name_taken_notice(live: ScaleSet, spec: ScalesetSpec) -> Notice:
     logger.warning(
-        "Scaleset %r lives on provider %r of %s, but %r asks for provider %r and %s %r; "
-        "GARM cannot move a scale set, delete it in GARM to have it recreated",
+        "Scaleset name %r is taken by a scale set on provider %r of %s, but %r asks for"
+        " provider %r and %s %r; it is not the charm's to update or delete",
         live.name,
         live.provider_name,
         live.org_name or live.repo_name,
@@ -361,20 +346,8 @@ def _misplaced_notice(live: ScaleSet, spec: ScalesetSpec) -> Notice:
         spec.entity_name,
     )
     return Notice(
-        Severity.BLOCKED, spec.name, "lives on another provider or entity; delete it in GARM"
+        Severity.BLOCKED, spec.name, f"name {live.name} is taken on another provider or entity"
     )
-
-
-def _same_entity(live: ScaleSet, spec: ScalesetSpec) -> bool:
-    # A scale set that moved to another organisation is a new scale set: the old one is an
-    # orphan. GARM matches entity names without regard to case, and may name a repository
-    # with or without its owner.
-    if spec.entity_type == "organization":
-        return live.org_name is None or live.org_name.lower() == spec.entity_name.lower()
-    if live.repo_name is None:
-        return True
-    wanted = spec.entity_name.lower()
-    return live.repo_name.lower() in (wanted, wanted.rpartition("/")[2])
 
 
 def _sorted_tags(scaleset: ScaleSet) -> list[str]:

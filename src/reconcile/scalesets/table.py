@@ -14,7 +14,8 @@ from dataclasses import dataclass
 from desired_state import ScalesetSpec
 from garm import GarmClient, ScaleSet
 from reconcile.scalesets.faults import RunnerFault, runner_faults
-from reconcile.scalesets.names import dedupe_specs, family_names, target_scaleset_name
+from reconcile.scalesets.names import dedupe_specs, family_names
+from reconcile.scalesets.placement import resolve_target
 from reconcile.scalesets.retirement import Phase, draining_phase
 
 
@@ -107,7 +108,7 @@ def scaleset_status_rows(
     observed = {s.name: s for s in scalesets if s.name}
     owner: dict[str, tuple[str, str]] = {}
     for spec in dedupe_specs(desired, warn=False):
-        target = target_scaleset_name(spec.name, spec.labels)
+        target = resolve_target(spec, observed)
         for name in family_names(spec.name, target, observed):
             owner.setdefault(name, (spec.name, target))
     claimed: list[StatusRow] = []

@@ -31,9 +31,10 @@ from reconcile.scalesets.names import (
     family_pattern,
     target_scaleset_name,
 )
+from reconcile.scalesets.placement import placed_scaleset_name
 from reconcile.scalesets.progress import progress_message
 from reconcile.scalesets.reconciler import ScalesetReconciler
-from reconcile.scalesets.retirement import DRAIN_DEADLINE, Handover, ScalesetProgress
+from reconcile.scalesets.retirement import DRAIN_DEADLINE, Handover, Phase, ScalesetProgress
 from reconcile.scalesets.runners import MAX_JOB_RUNTIME
 from reconcile.scalesets.table import format_scaleset_table, scaleset_status_rows
 from runner_options import RunnerConfig
@@ -1134,15 +1135,64 @@ def test_per_spec_api_error_is_contained_and_reported(
     assert {s.name for s in result.live} == names(garm)
 
 
-def test_live_scaleset_on_another_entity_is_not_updated(
+def test_a_scaleset_moved_to_another_entity_is_replaced(
     garm: GarmEmulator, reconciler: ScalesetReconciler
 ) -> None:
+    garm.add_organization("elsewhere")
     garm.add_scaleset(LIVE, org="elsewhere", labels=list(LABELS), image="old")
-    garm.add_organization(ORG)
-    result = reconciler.reconcile([make_spec()])
+    runner = garm.add_instance(LIVE)["name"]
+    garm.mark_busy(runner)
+    spec = make_spec()
+    moved = placed_scaleset_name(spec)
+    assert moved != LIVE and moved.startswith("my-scaleset-")
+    # Pass 1: the replacement is created on the new entity; the old one is not updated.
+    result = reconciler.reconcile([spec])
+    assert names(garm) == {LIVE, moved}
+    assert row(garm, moved).enabled is True
+    assert row(garm, LIVE).image == "old"
+    assert [p.phase for p in result.progress] == [Phase.CREATING_REPLACEMENT]
+    # Pass 2: the old one is disabled; its busy runner stays until its job ends.
+    result = reconciler.reconcile([spec])
+    assert row(garm, LIVE).enabled is False
+    assert garm.instance(runner) is not None
+    assert [p.phase for p in result.progress] == [Phase.DRAINING]
+    garm.finish_job(runner)
+    garm.advance(CONSOLIDATION_INTERVAL)
+    for _ in range(3):
+        reconciler.reconcile([spec])
+        garm.advance(timedelta(seconds=30))
+    # Gone: and the label name does not come back while the moved generation lives.
+    assert names(garm) == {moved}
+    assert reconciler.reconcile([spec]).progress == []
+    assert names(garm) == {moved}
+
+
+def test_a_scaleset_moved_to_another_provider_is_replaced(
+    garm: GarmEmulator, reconciler: ScalesetReconciler
+) -> None:
+    # The configurator's leader unit was removed: its new leader names its own provider.
+    garm.add_scaleset(LIVE, org=ORG, provider_name="garm-configurator-9", labels=list(LABELS))
+    spec = make_spec()
+    reconciler.reconcile([spec])
+    reconciler.reconcile([spec])
+    moved = placed_scaleset_name(spec)
+    assert row(garm, moved).provider_name == PROVIDER
+    assert row(garm, LIVE).enabled is False
+
+
+def test_a_name_taken_by_a_foreign_scaleset_is_left_alone(
+    garm: GarmEmulator, reconciler: ScalesetReconciler
+) -> None:
+    spec = make_spec()
+    garm.add_organization("elsewhere")
+    # Someone made both names by hand on another entity: neither is the charm's to update.
+    garm.add_scaleset(LIVE, org="elsewhere", labels=list(LABELS), image="old")
+    garm.add_scaleset(placed_scaleset_name(spec), org="elsewhere", labels=list(LABELS))
+    garm.clear_requests()
+    result = reconciler.reconcile([spec])
     assert garm.writes() == []
     assert [str(n) for n in result.notices] == [
-        "my-scaleset: lives on another provider or entity; delete it in GARM"
+        f"my-scaleset: name {placed_scaleset_name(spec)} is taken on another provider or entity"
     ]
 
 

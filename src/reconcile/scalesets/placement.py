@@ -1,0 +1,72 @@
+"""Where a scale set lives (provider and entity), and which live name a spec's generation has.
+
+GARM cannot move a scale set to another provider or entity, so a spec whose configurator now
+names another provider (its leader unit was removed and the new leader publishes its own) or
+another organisation or repository is changed by replacement, like a label change: the live
+scale set of the label name is retired and drained, and the replacement is created where the
+spec says, under a name that also hashes the placement (two live scale sets cannot share a
+name). Owns that rule, kept without memory: it is re-derived from GARM's listing every pass.
+Pure: must not import ops; makes no GARM call.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Mapping
+
+from desired_state import ScalesetSpec
+from garm import ScaleSet
+from reconcile.scalesets.names import LABEL_HASH_LENGTH, name_base, target_scaleset_name
+
+
+def placed_as_specified(live: ScaleSet, spec: ScalesetSpec) -> bool:
+    """Tell whether a live scale set has the spec's provider and entity.
+
+    Neither can change on a live scale set, so a live one elsewhere is never updated as if it
+    were this spec's.
+    """
+    provider_ok = live.provider_name is None or live.provider_name == spec.provider_name
+    return provider_ok and same_entity(live, spec)
+
+
+def same_entity(live: ScaleSet, spec: ScalesetSpec) -> bool:
+    """Tell whether a live scale set belongs to the spec's organisation or repository."""
+    # GARM matches entity names without regard to case, and may name a repository with or
+    # without its owner.
+    if spec.entity_type == "organization":
+        return live.org_name is None or live.org_name.lower() == spec.entity_name.lower()
+    if live.repo_name is None:
+        return True
+    wanted = spec.entity_name.lower()
+    return live.repo_name.lower() in (wanted, wanted.rpartition("/")[2])
+
+
+def placed_scaleset_name(spec: ScalesetSpec) -> str:
+    """The live name of a generation that moved: the hash covers labels and placement."""
+    material = "\n".join(
+        [
+            ",".join(sorted(spec.labels)),
+            spec.provider_name,
+            spec.entity_type,
+            spec.entity_name.lower(),
+        ]
+    )
+    digest = hashlib.sha256(material.encode("utf-8")).hexdigest()[:LABEL_HASH_LENGTH]
+    return f"{name_base(spec.name)}-{digest}"
+
+
+def resolve_target(spec: ScalesetSpec, observed: Mapping[str, ScaleSet]) -> str:
+    """Return the live name the spec's current generation has, or gets when created.
+
+    The label name (``target_scaleset_name``) while it is free or lives where the spec says;
+    the placed name once the label name is taken by a scale set elsewhere, and for as long as
+    the placed generation lives (so deleting the old one never brings the label name back).
+    """
+    label_name = target_scaleset_name(spec.name, spec.labels)
+    placed_name = placed_scaleset_name(spec)
+    label_live = observed.get(label_name)
+    if label_live is not None and placed_as_specified(label_live, spec):
+        return label_name
+    if label_live is None and placed_name not in observed:
+        return label_name
+    return placed_name
