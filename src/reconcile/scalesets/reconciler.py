@@ -367,14 +367,11 @@ def _misplaced_notice(live: ScaleSet, spec: ScalesetSpec) -> Notice:
 
 def _same_entity(live: ScaleSet, spec: ScalesetSpec) -> bool:
     # A scale set that moved to another organisation is a new scale set: the old one is an
-    # orphan. GARM matches entity names without regard to case, and may name a repository
-    # with or without its owner.
+    # orphan. GARM matches entity names without regard to case; it names a repository
+    # ``owner/name``, as configurators do.
     if spec.entity_type == "organization":
         return live.org_name is None or live.org_name.lower() == spec.entity_name.lower()
-    if live.repo_name is None:
-        return True
-    wanted = spec.entity_name.lower()
-    return live.repo_name.lower() in (wanted, wanted.rpartition("/")[2])
+    return live.repo_name is None or live.repo_name.lower() == spec.entity_name.lower()
 
 
 def _sorted_tags(scaleset: ScaleSet) -> list[str]:
