@@ -1146,9 +1146,7 @@ def test_live_scaleset_on_another_entity_is_not_updated(
     ]
 
 
-@pytest.mark.parametrize(
-    ("live_repo", "same"), [("Canonical/GARM", True), ("other/garm", False)]
-)
+@pytest.mark.parametrize(("live_repo", "same"), [("Canonical/GARM", True), ("other/garm", False)])
 def test_a_repository_scaleset_matches_on_owner_and_name(
     garm: GarmEmulator, reconciler: ScalesetReconciler, live_repo: str, same: bool
 ) -> None:
