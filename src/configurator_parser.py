@@ -305,7 +305,7 @@ def _scaleset_spec(c: Contribution, unit: UnitData) -> ScalesetSpec | None:
         ),
         runner_group=text(data, "runner_group"),
         pre_install_scripts=_scripts(c, unit, name),
-        runner_config=RunnerConfig.from_databag(data),
+        runner_config=_runner_config(c, unit, name),
         source=c.app,
     )
 
@@ -337,6 +337,14 @@ def _counts(c: Contribution, unit: UnitData, name: str) -> tuple[int, int] | Non
         _problem(c, unit, reason)
         return None
     return min_idle, max_runners
+
+
+def _runner_config(c: Contribution, unit: UnitData, name: str) -> RunnerConfig:
+    config, problems = RunnerConfig.from_databag(unit.data)
+    for reason in problems:
+        logger.warning("scale set %s from %s: %s", name, unit.unit_name, reason)
+        _problem(c, unit, reason)
+    return config
 
 
 def _scripts(c: Contribution, unit: UnitData, name: str) -> dict[str, str]:

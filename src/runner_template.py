@@ -12,12 +12,13 @@ import functools
 import ipaddress
 import json
 import shlex
+from collections.abc import Iterable
 from pathlib import Path
 from urllib.parse import urlsplit
 
 import jinja2
 
-from runner_options import RunnerConfig, ipv4_networks, port_ranges
+from runner_options import AproxyExclusion, IPv4Range, RunnerConfig
 
 RUNNER_USER = "runner"
 RUNNER_HOME = "/home/runner/actions-runner"
@@ -30,7 +31,7 @@ OTEL_CONFIG_DIR = "/etc/otelcol/config.d"
 OTEL_CONFIG_PATH = f"{OTEL_CONFIG_DIR}/github.yaml"
 
 DEFAULT_APROXY_PORTS = ("80", "443")
-APROXY_ALWAYS_EXCLUDED = "127.0.0.0/8"
+APROXY_ALWAYS_EXCLUDED = ipaddress.IPv4Network("127.0.0.0/8")
 
 TEMPLATES_DIR = Path(__file__).resolve().parent / "templates"
 
@@ -251,25 +252,44 @@ def _proxy_authority(proxy: str) -> str:
     return netloc or proxy
 
 
-def _aproxy_ports(value: str) -> list[str]:
-    """Parse port tokens, dropping invalid ones and merging overlaps (nft rejects overlaps)."""
-    ranges = [port_range for _, port_range in port_ranges(value)]
-    if not ranges:
-        return list(DEFAULT_APROXY_PORTS)
+def _merged(intervals: Iterable[tuple[int, int]]) -> list[tuple[int, int]]:
+    """Merge overlapping and adjacent inclusive intervals, in order (nft refuses overlaps)."""
     merged: list[tuple[int, int]] = []
-    for low, high in sorted(ranges):
+    for low, high in sorted(intervals):
         if merged and low <= merged[-1][1] + 1:
             merged[-1] = (merged[-1][0], max(high, merged[-1][1]))
         else:
             merged.append((low, high))
+    return merged
+
+
+def _aproxy_ports(ranges: Iterable[tuple[int, int]]) -> list[str]:
+    """Return the redirect ports merged, as ``port`` or ``low-high``; 80 and 443 when none."""
+    merged = _merged(ranges)
+    if not merged:
+        return list(DEFAULT_APROXY_PORTS)
     return [str(low) if low == high else f"{low}-{high}" for low, high in merged]
 
 
-def _aproxy_excludes(value: str) -> list[str]:
-    """Return loopback plus the configured IPv4 networks, normalised and collapsed."""
-    networks = [ipaddress.IPv4Network(APROXY_ALWAYS_EXCLUDED)]
-    networks += [network for _, network in ipv4_networks(value)]
-    return [str(network) for network in ipaddress.collapse_addresses(networks)]
+def _interval(exclusion: AproxyExclusion) -> tuple[int, int]:
+    if isinstance(exclusion, IPv4Range):
+        return int(exclusion.first), int(exclusion.last)
+    return int(exclusion.network_address), int(exclusion.broadcast_address)
+
+
+def _nft_element(low: int, high: int) -> str:
+    """Write an interval as nft does: an address, a network when it is exactly one, else a-b."""
+    first, last = ipaddress.IPv4Address(low), ipaddress.IPv4Address(high)
+    if first == last:
+        return str(first)
+    networks = list(ipaddress.summarize_address_range(first, last))
+    return str(networks[0]) if len(networks) == 1 else f"{first}-{last}"
+
+
+def _aproxy_excludes(exclusions: Iterable[AproxyExclusion]) -> list[str]:
+    """Return loopback plus the configured exclusions, merged into disjoint nft elements."""
+    intervals = [_interval(APROXY_ALWAYS_EXCLUDED), *map(_interval, exclusions)]
+    return [_nft_element(low, high) for low, high in _merged(intervals)]
 
 
 def render_aproxy_pre_install_script(cfg: RunnerConfig) -> str:

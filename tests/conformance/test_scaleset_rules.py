@@ -291,3 +291,32 @@ def test_which_updates_start_a_new_generation(admin: httpx.Client):
         status, updated = answer(admin.put(url, json=body))
         assert (status, updated["generation"]) == (200, expected), body
     assert expected == 10
+
+
+def test_a_repository_scaleset_names_its_repository_owner_slash_name(admin: httpx.Client):
+    repo_id = create_repo(admin, owner="Acme", name="Widgets")
+    org_id = create_org(admin)
+    status, on_repo = answer(
+        admin.post(f"/repositories/{repo_id}/scalesets", json=scaleset_body("on-repo"))
+    )
+    assert status == 200
+    status, on_org = answer(
+        admin.post(f"/organizations/{org_id}/scalesets", json=scaleset_body("on-org"))
+    )
+    assert status == 200
+    # Every read names the repository as its owner and name, in the case it was created with;
+    # the fields of the other entity kind are left out.
+    reads = [
+        on_repo,
+        admin.get(f"/scalesets/{on_repo['id']}").json(),
+        *admin.get(f"/repositories/{repo_id}/scalesets").json(),
+        *(s for s in admin.get("/scalesets").json() if s["id"] == on_repo["id"]),
+    ]
+    assert len(reads) == 4
+    for read in reads:
+        assert (read["repo_id"], read["repo_name"]) == (repo_id, "Acme/Widgets")
+        assert "org_id" not in read and "org_name" not in read
+    listed_org = [s for s in admin.get("/scalesets").json() if s["id"] == on_org["id"]]
+    for read in (on_org, *listed_org):
+        assert (read["org_id"], read["org_name"]) == (org_id, "acme")
+        assert "repo_id" not in read and "repo_name" not in read

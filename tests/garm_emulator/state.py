@@ -882,7 +882,7 @@ class GarmState:
             "template_name": tpl.name if tpl else "",
         }
         if entity is not None and entity.kind == "repository":
-            values.update(repo_id=entity.id, repo_name=entity.name)
+            values.update(repo_id=entity.id, repo_name=entity.full_name)
         elif entity is not None:
             values.update(org_id=entity.id, org_name=entity.name)
         return to_wire("ScaleSet", values)

@@ -13,6 +13,7 @@ import os
 import stat
 import subprocess
 import sys
+from ipaddress import IPv4Network
 from pathlib import Path
 
 import jinja2
@@ -638,8 +639,12 @@ class TestAproxyScript:
     def test_configured_ports_and_excludes(self, tmp_path: Path):
         cfg = RunnerConfig(
             runner_http_proxy=PROXY,
-            aproxy_redirect_ports="8080,80,443,8000-8100,8050",
-            aproxy_exclude_addresses="192.168.0.0/16,10.1.2.3/8,10.0.0.0/8",
+            aproxy_redirect_ports=((8080, 8080), (80, 80), (443, 443), (8000, 8100), (8050, 8050)),
+            aproxy_exclude_addresses=(
+                IPv4Network("192.168.0.0/16"),
+                IPv4Network("10.0.0.0/8"),
+                IPv4Network("10.0.0.0/8"),
+            ),
         )
         result, calls = _run(rt.render_aproxy_pre_install_script(cfg), tmp_path, ROUTE_OK)
         assert result.returncode == 0, result.stderr
@@ -647,13 +652,52 @@ class TestAproxyScript:
             "10.0.0.5", "10.0.0.0/8, 127.0.0.0/8, 192.168.0.0/16", "80, 443, 8000-8100"
         )
 
-    def test_unsanitised_ports_and_excludes_are_dropped(self):
-        # RunnerConfig validates these already; the renderer validates again.
-        cfg = RunnerConfig(
-            runner_http_proxy=PROXY,
-            aproxy_redirect_ports="22;reboot,70000,90-80",
-            aproxy_exclude_addresses="$(reboot),::1/128",
+    def test_address_network_and_range_exclusions(self, tmp_path: Path):
+        cfg, problems = RunnerConfig.from_databag(
+            {
+                "runner_http_proxy": PROXY,
+                "aproxy_exclude_addresses": "192.168.1.10,172.16.0.0/12,10.0.0.1-10.0.0.9",
+            }
         )
+        assert problems == ()
+        result, calls = _run(rt.render_aproxy_pre_install_script(cfg), tmp_path, ROUTE_OK)
+        assert result.returncode == 0, result.stderr
+        # nft's own forms: an address, a network, a first-last range.
+        assert calls[-1]["stdin"] == _nft_ruleset(
+            "10.0.0.5", "10.0.0.1-10.0.0.9, 127.0.0.0/8, 172.16.0.0/12, 192.168.1.10", "80, 443"
+        )
+
+    @pytest.mark.parametrize(
+        ("excludes", "elements"),
+        [
+            # A range that is exactly one network is written as the network.
+            ("10.0.0.0-10.0.0.255", "10.0.0.0/24, 127.0.0.0/8"),
+            # Overlapping and adjacent entries of any form become one element.
+            ("10.0.0.0-10.0.0.20,10.0.0.0/29,10.0.0.21", "10.0.0.0-10.0.0.21, 127.0.0.0/8"),
+            ("10.0.0.0/25,10.0.0.128-10.0.0.255", "10.0.0.0/24, 127.0.0.0/8"),
+            ("126.255.255.250-127.0.0.9", "126.255.255.250-127.255.255.255"),
+            ("127.0.0.1,127.1.2.3-127.1.2.9,127.0.0.0/16", "127.0.0.0/8"),
+            ("10.0.0.7-10.0.0.7,10.0.0.7/32", "10.0.0.7, 127.0.0.0/8"),
+            ("0.0.0.0-255.255.255.255", "0.0.0.0/0"),
+        ],
+    )
+    def test_exclusions_are_merged_into_disjoint_elements(self, excludes: str, elements: str):
+        cfg, problems = RunnerConfig.from_databag(
+            {"runner_http_proxy": PROXY, "aproxy_exclude_addresses": excludes}
+        )
+        assert problems == ()
+        script = rt.render_aproxy_pre_install_script(cfg)
+        assert f"        elements = {{ {elements} }}" in script.splitlines()
+
+    def test_unusable_ports_and_excludes_never_reach_the_script(self):
+        cfg, problems = RunnerConfig.from_databag(
+            {
+                "runner_http_proxy": PROXY,
+                "aproxy_redirect_ports": "22;reboot,70000,90-80",
+                "aproxy_exclude_addresses": "$(reboot),::1/128",
+            }
+        )
+        assert problems == ("aproxy_exclude_addresses has 1 malformed entry",)
         script = rt.render_aproxy_pre_install_script(cfg)
         assert "reboot" not in script
         assert "        elements = { 127.0.0.0/8 }" in script.splitlines()

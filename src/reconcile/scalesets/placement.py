@@ -31,14 +31,11 @@ def placed_as_specified(live: ScaleSet, spec: ScalesetSpec) -> bool:
 
 def same_entity(live: ScaleSet, spec: ScalesetSpec) -> bool:
     """Tell whether a live scale set belongs to the spec's organisation or repository."""
-    # GARM matches entity names without regard to case, and may name a repository with or
-    # without its owner.
+    # GARM matches entity names without regard to case; it names a repository
+    # ``owner/name``, as configurators do.
     if spec.entity_type == "organization":
         return live.org_name is None or live.org_name.lower() == spec.entity_name.lower()
-    if live.repo_name is None:
-        return True
-    wanted = spec.entity_name.lower()
-    return live.repo_name.lower() in (wanted, wanted.rpartition("/")[2])
+    return live.repo_name is None or live.repo_name.lower() == spec.entity_name.lower()
 
 
 def placed_scaleset_name(spec: ScalesetSpec) -> str:

@@ -260,7 +260,7 @@ def test_create_on_a_repository_uses_its_endpoint(
     reconciler.reconcile([make_spec(entity_type="repository", entity_name=REPO)])
     repo_id = garm.repositories()[0]["id"]
     assert [r.path for r in garm.writes()] == [f"/repositories/{repo_id}/scalesets"]
-    assert garm.scaleset_by_name(LIVE)["repo_name"] == "garm"
+    assert garm.scaleset_by_name(LIVE)["repo_name"] == REPO
 
 
 def test_create_references_the_charmed_template(
@@ -1194,6 +1194,25 @@ def test_a_name_taken_by_a_foreign_scaleset_is_left_alone(
     assert [str(n) for n in result.notices] == [
         f"my-scaleset: name {placed_scaleset_name(spec)} is taken on another provider or entity"
     ]
+
+
+@pytest.mark.parametrize(("live_repo", "same"), [("Canonical/GARM", True), ("other/garm", False)])
+def test_a_repository_scaleset_matches_on_owner_and_name(
+    garm: GarmEmulator, reconciler: ScalesetReconciler, live_repo: str, same: bool
+) -> None:
+    garm.add_scaleset(LIVE, repo=live_repo, labels=list(LABELS), image="old")
+    garm.add_repository(*REPO.split("/"))
+    result = reconciler.reconcile([make_spec(entity_type="repository", entity_name=REPO)])
+    if same:
+        assert [r.method for r in garm.writes()] == ["PUT"]
+        assert row(garm, LIVE).image == "ubuntu-24.04"
+        assert result.notices == []
+    else:
+        # Another owner's repository of the same name is another entity.
+        assert garm.writes() == []
+        assert [str(n) for n in result.notices] == [
+            "my-scaleset: lives on another provider or entity; delete it in GARM"
+        ]
 
 
 def test_connection_error_aborts_before_the_sweep(
