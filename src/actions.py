@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import ops
 
+import peer_record
 import secrets_store
 from charm_state import CharmState
 from garm import GarmApiError, GarmClient
@@ -45,7 +46,7 @@ def scaleset_status(charm: ops.CharmBase, event: ops.ActionEvent, api_url: str) 
     try:
         with GarmClient(api_url) as client:
             client.login(admin.username, admin.password)
-            report = read_status(client, state.scalesets)
+            report = read_status(client, state.scalesets, peer_record.load(charm.model).faults)
     except GarmApiError as exc:
         event.fail(f"Cannot read scale sets from GARM ({type(exc).__name__}).")
         return

@@ -17,10 +17,10 @@ import ops
 
 import actions
 import cos
-import credential_record
 import database
 import ingress
 import leadership
+import peer_record
 import provider_record
 import removal
 import secrets_store
@@ -289,15 +289,13 @@ class GarmCharm(ops.CharmBase):
         except GarmApiError as exc:
             return _Sync(_sync_failed(exc))
         try:
-            sent = credential_record.load(self.model)
-            result = run_chain(client, state, sent)
+            result = run_chain(client, state, peer_record.load(self.model))
         except CharmedTemplateError as exc:
             logger.warning("Charmed template not applied: %s; scale sets skipped", exc)
             return _Sync(ops.WaitingStatus(str(exc)))
         except GarmApiError as exc:
             return _Sync(_sync_failed(exc))
-        if result.sent is not None:
-            credential_record.save(self.model, result.sent)
+        peer_record.save(self.model, result.memory)
         return _Sync(_chain_status(state, result.notices), result.live)
 
     def _not_answering_status(self) -> ops.StatusBase:

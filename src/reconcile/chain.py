@@ -10,8 +10,7 @@ from __future__ import annotations
 
 import dataclasses
 import logging
-from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from desired_state import DesiredState
 from garm import GarmClient, ScaleSet
@@ -19,7 +18,7 @@ from notices import Notice, Severity
 from reconcile.charmed_template import apply_charmed_template
 from reconcile.credentials import CredentialReconciler
 from reconcile.entities import EntityReconciler
-from reconcile.scalesets.faults import fault_notices, runner_faults
+from reconcile.scalesets.faults import RememberedFault, carry_faults, fault_notices
 from reconcile.scalesets.progress import progress_notices
 from reconcile.scalesets.reconciler import ScalesetReconciler
 from telemetry import tracer
@@ -28,43 +27,58 @@ logger = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True)
+class Memory:
+    """What the GARM side learns in a pass and needs in the next: the charm keeps it.
+
+    Attributes:
+        sent: fingerprint of the App each managed credential was last sent with; None when
+            the charm keeps no such memory (then a rotated key goes unnoticed).
+        faults: the last provider fault per live scale set whose runners have not come up.
+    """
+
+    sent: dict[str, str] | None = None
+    faults: dict[str, RememberedFault] = field(default_factory=dict[str, RememberedFault])
+
+
+@dataclass(frozen=True)
 class ChainResult:
     """What one run of the chain leaves.
 
     Attributes:
         live: the scale sets in GARM after the pass (nameless ones included).
-        notices: what each reconciler held back, the changeovers under way and the
-            configurators that have published nothing yet.
-        sent: the credential fingerprints GARM holds after the pass (None: not tracked).
+        notices: what each reconciler held back, the changeovers under way, the runners that
+            cannot start and the configurators that have published nothing yet.
+        memory: what the next pass needs to know.
     """
 
     live: list[ScaleSet]
     notices: list[Notice]
-    sent: dict[str, str] | None = None
+    memory: Memory
 
 
 def run_chain(
-    client: GarmClient, state: DesiredState, sent: Mapping[str, str] | None = None
+    client: GarmClient, state: DesiredState, memory: Memory | None = None
 ) -> ChainResult:
     """Bring GARM's credentials, entities, charmed template and scale sets to ``state``.
 
     Args:
         client: a logged-in GARM client.
         state: the desired state of this pass.
-        sent: the credential fingerprints recorded after the last pass, None when untracked.
+        memory: what the last pass left (None: nothing).
 
     Returns:
-        The live scale sets and the notices of the pass.
+        The live scale sets, the notices of the pass and the memory for the next.
 
     Raises:
         CharmedTemplateError: the charmed template could not be applied; no scale set was
             touched.
         GarmApiError: GARM is unreachable, refused the token, or answered a listing wrongly.
     """
+    memory = memory or Memory()
     held = state.held
     spans = tracer()
     with spans.start_as_current_span("reconcile.credentials"):
-        credentials = CredentialReconciler(client, sent)
+        credentials = CredentialReconciler(client, memory.sent)
         credentials.ensure(state.credentials, held=held.credentials)
     with spans.start_as_current_span("reconcile.entities"):
         entities = EntityReconciler(client, credentials.listed)
@@ -80,7 +94,8 @@ def run_chain(
         )
     with spans.start_as_current_span("reconcile.runner_faults"):
         # One listing for every scale set: a runner the cloud refuses shows nowhere else.
-        faults = runner_faults(result.live, client.list_instances()) if result.live else []
+        instances = client.list_instances() if result.live else []
+        faults = carry_faults(memory.faults, result.live, instances)
     if state.prune:
         with spans.start_as_current_span("reconcile.deletions"):
             in_use = entities.prune(state.entities, result.live, held=held.entities)
@@ -105,4 +120,4 @@ def run_chain(
         len(specs),
         len(notices),
     )
-    return ChainResult(result.live, notices, credentials.sent)
+    return ChainResult(result.live, notices, Memory(credentials.sent, faults))

@@ -19,8 +19,8 @@ import pytest
 from ops import testing
 
 import workload
-from credential_record import SENT_CREDENTIALS_KEY
 from leadership import PEER_RELATION
+from peer_record import SENT_CREDENTIALS_KEY
 from tests.charm_driver import PRIVATE_KEY_VALUE, CharmDriver, base_state, configurator
 from tests.garm_emulator import GarmEmulator
 from tests.log_secrets import register_secret

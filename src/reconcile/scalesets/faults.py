@@ -1,25 +1,37 @@
 """Runners that cannot start: GARM's provider faults, read for the status and the action.
 
 When the provider refuses to create a runner (an image the cloud does not have, user data over
-its limit, a tag it refuses), GARM keeps the instance in ``error`` with the provider's stderr
-as ``provider_fault``. Nothing else tells the operator: the scale set itself stays enabled and
-GARM keeps trying. Owns which instances count as faulted, the one line of a fault that is
-shown, and the notice per scale set. Pure: makes no GARM call and must not import ops.
+its limit, a tag it refuses), GARM puts the runner in ``error`` with the provider's failure as
+``provider_fault``, about five seconds later moves it to ``pending_delete`` (which clears the
+fault), deletes it and tries again with a new runner. Nothing else tells the operator: the
+scale set stays enabled. Since a pass sees a fault only in that short window, the fault is
+remembered per scale set (:class:`RememberedFault`, kept by the charm between passes) until a
+runner of that scale set comes up or the scale set is changed. Owns which runners count as
+faulted, the part of a fault that is shown, the memory's rule and the notice per scale set.
+Pure: makes no GARM call and must not import ops.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+import re
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
 from garm import Instance, ScaleSet, from_base64
 from notices import Notice, Severity
 from reconcile.scalesets.names import logical_of
 
-# GARM's instance status once the provider failed to create it.
+# GARM's instance status once the provider failed to create it, and once a runner came up.
 ERROR_STATUS = "error"
+RUNNING_STATUS = "running"
 # A status line must stay short; the whole fault is in GARM and in the action's table.
 FAULT_LINE_LIMIT = 120
+# GARM wraps what the provider printed: "... provider binary failed with stdout: <out>;
+# stderr: <err>: exit status <n>". The provider's stderr is what says what went wrong.
+_PROVIDER_OUTPUT = re.compile(r"stdout: .*?; stderr: (?P<stderr>.*): exit status \d+$", re.S)
+# A cloud's refusal can quote what it refused: user data (which holds the runner's token) or
+# a key. Any long run of token characters is cut out of what is shown.
+_TOKEN_RUN = re.compile(r"[A-Za-z0-9+/=_-]{32,}")
 
 
 @dataclass(frozen=True)
@@ -29,7 +41,7 @@ class RunnerFault:
     Attributes:
         scaleset: the live name of its scale set.
         runner: the runner (instance) name.
-        fault: the first non-empty line of the provider's fault, shortened.
+        fault: what the provider said, shortened (see :func:`fault_line`).
     """
 
     scaleset: str
@@ -37,10 +49,26 @@ class RunnerFault:
     fault: str
 
 
-def fault_line(encoded: str | None) -> str:
-    """Return the first non-empty line of a fault as GARM sends it (base64 of the bytes).
+@dataclass(frozen=True)
+class RememberedFault:
+    """The last fault seen on a scale set's runners, kept until one comes up.
 
-    Text that is not base64 is read as it is, so a fault is never lost to its encoding.
+    Attributes:
+        fault: the shown part of the fault.
+        since: the scale set's ``updated_at`` when the fault was seen; a later change of the
+            scale set (new image, say) forgets the fault.
+    """
+
+    fault: str
+    since: str
+
+
+def fault_line(encoded: str | None) -> str:
+    """Return the part of a fault worth a status line, from GARM's base64 of its bytes.
+
+    The provider's stderr when GARM's wrapper is there, else the whole first line; token-like
+    runs are cut out. Errors are wrapped outside in, so the cause is at the end: a long line
+    keeps its end. Text that is not base64 is read as it is, so a fault is never lost.
     """
     if not encoded:
         return ""
@@ -48,9 +76,13 @@ def fault_line(encoded: str | None) -> str:
         text = from_base64(encoded).decode("utf-8", "replace")
     except ValueError:
         text = encoded
-    line = next((part.strip() for part in text.splitlines() if part.strip()), "")
+    output = _PROVIDER_OUTPUT.search(text)
+    if output:
+        text = output.group("stderr")
+    line = " ".join(part.strip() for part in text.splitlines() if part.strip())
+    line = _TOKEN_RUN.sub("[...]", line)
     if len(line) > FAULT_LINE_LIMIT:
-        return line[: FAULT_LINE_LIMIT - 3] + "..."
+        return "..." + line[-(FAULT_LINE_LIMIT - 3) :]
     return line
 
 
@@ -78,16 +110,42 @@ def runner_faults(
     return sorted(faults, key=lambda f: (f.scaleset, f.runner))
 
 
-def fault_notices(faults: Sequence[RunnerFault]) -> list[Notice]:
-    """One blocked notice per logical scale set with a runner that cannot start.
+def carry_faults(
+    remembered: Mapping[str, RememberedFault],
+    scalesets: Sequence[ScaleSet],
+    instances: Sequence[Instance],
+) -> dict[str, RememberedFault]:
+    """Return the faults to show after this pass, by live scale set name.
 
-    The first fault (by live name, then runner) is shown: runners of one scale set fail for
-    the same reason almost always, and the action lists every one.
+    A fault seen now is (re)remembered. A remembered one is kept while the scale set still
+    exists unchanged and none of its runners is running; it is forgotten once one runs, the
+    scale set is updated or it is gone.
+    """
+    seen = {f.scaleset: f.fault for f in reversed(runner_faults(scalesets, instances))}
+    running = {i.scale_set_id for i in instances if (i.status or "").lower() == RUNNING_STATUS}
+    carried: dict[str, RememberedFault] = {}
+    for scaleset in scalesets:
+        name = scaleset.name
+        if not name:
+            continue
+        since = scaleset.updated_at.isoformat() if scaleset.updated_at else ""
+        if name in seen:
+            carried[name] = RememberedFault(seen[name], since)
+        elif name in remembered and scaleset.id not in running and remembered[name].since == since:
+            carried[name] = remembered[name]
+    return carried
+
+
+def fault_notices(faults: Mapping[str, RememberedFault]) -> list[Notice]:
+    """One blocked notice per logical scale set whose runners cannot start.
+
+    The first scale set by live name speaks for its logical name: its generations almost
+    always fail for the same reason, and the action lists every faulted runner.
     """
     notices: dict[str, Notice] = {}
-    for fault in faults:
-        logical = logical_of(fault.scaleset)
+    for name in sorted(faults):
+        logical = logical_of(name)
         if logical not in notices:
-            text = f"runners fail to start: {fault.fault}"
+            text = f"runners fail to start: {faults[name].fault}"
             notices[logical] = Notice(Severity.BLOCKED, logical, text)
     return list(notices.values())

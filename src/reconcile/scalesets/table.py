@@ -13,7 +13,7 @@ from dataclasses import dataclass
 
 from desired_state import ScalesetSpec
 from garm import GarmClient, ScaleSet
-from reconcile.scalesets.faults import RunnerFault, runner_faults
+from reconcile.scalesets.faults import RememberedFault, RunnerFault, runner_faults
 from reconcile.scalesets.names import dedupe_specs, family_names
 from reconcile.scalesets.placement import resolve_target
 from reconcile.scalesets.retirement import Phase, draining_phase
@@ -27,15 +27,21 @@ class StatusReport:
     faults: list[RunnerFault]
 
 
-def read_status(client: GarmClient, desired: Sequence[ScalesetSpec]) -> StatusReport:
+def read_status(
+    client: GarmClient,
+    desired: Sequence[ScalesetSpec],
+    remembered: Mapping[str, RememberedFault] | None = None,
+) -> StatusReport:
     """Read what the ``scaleset-status`` action needs from GARM; reads only, never writes.
 
     Args:
         client: an authenticated GARM client.
         desired: the desired specs.
+        remembered: the faults the reconcile passes remember, by live scale set name.
 
     Returns:
-        The rows, as :func:`scaleset_status_rows` orders them, and every faulted runner.
+        The rows, as :func:`scaleset_status_rows` orders them, and every faulted runner; a
+        scale set whose runner GARM has replaced since its fault shows it with runner ``-``.
     """
     client.list_providers()  # fails early, with a clear class, when GARM is not usable
     scalesets = client.list_scalesets()
@@ -45,10 +51,20 @@ def read_status(client: GarmClient, desired: Sequence[ScalesetSpec]) -> StatusRe
         s.name: per_id[s.id] for s in scalesets if s.name and s.id is not None
     }
     rows = scaleset_status_rows(desired, scalesets, counts)
-    return StatusReport(rows, runner_faults(scalesets, instances))
+    faults = runner_faults(scalesets, instances)
+    current = {f.scaleset for f in faults}
+    faults += [
+        RunnerFault(name, REPLACED_RUNNER, memory.fault)
+        for name, memory in sorted((remembered or {}).items())
+        if name not in current and name in counts
+    ]
+    return StatusReport(rows, faults)
 
 
 STATUS_TABLE_COLUMNS = ("LOGICAL", "SCALESET", "ENABLED", "PHASE", "RUNNERS", "PROVIDER")
+FAULT_TABLE_COLUMNS = ("RUNNER", "SCALESET", "FAULT")
+# In the RUNNER column: GARM has already replaced the runner that had this fault.
+REPLACED_RUNNER = "-"
 ORPHAN_LOGICAL = "-"
 
 
@@ -147,9 +163,6 @@ def _format_table(header: Sequence[str], cells: Sequence[Sequence[str]]) -> str:
         "  ".join(cell.ljust(width) for cell, width in zip(line, widths, strict=True)).rstrip()
         for line in lines
     )
-
-
-FAULT_TABLE_COLUMNS = ("RUNNER", "SCALESET", "FAULT")
 
 
 def format_runner_faults(faults: Sequence[RunnerFault]) -> str:

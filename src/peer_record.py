@@ -1,0 +1,80 @@
+"""What the charm remembers of GARM between hooks, in the ``garm-peers`` application databag.
+
+Two things a pass learns and the next one needs (``reconcile.chain.Memory``):
+
+- ``sent-credentials``: per credential the charm manages, the fingerprint (SHA-256 of the App
+  ids and key, ``CredentialSpec.fingerprint``) of what it last sent, never the key. GARM never
+  returns a private key, so a key rotated under the same credential name (a new revision of
+  the configurator's secret) can only be noticed this way.
+- ``runner-faults``: per live scale set, the last provider fault seen on its runners while none
+  has come up. GARM shows a fault for about five seconds before it retries with a new runner.
+
+The databag survives a pod replacement and a leader change; only the leader, which runs GARM,
+writes it, and only what changed. Knows Juju; must not import the GARM client.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from typing import cast
+
+import ops
+
+from databag import write_changed
+from leadership import PEER_RELATION
+from reconcile.chain import Memory
+from reconcile.scalesets.faults import RememberedFault
+
+logger = logging.getLogger(__name__)
+
+SENT_CREDENTIALS_KEY = "sent-credentials"
+RUNNER_FAULTS_KEY = "runner-faults"
+
+
+def load(model: ops.Model) -> Memory:
+    """Return what the last pass left; no credential memory without a peer relation.
+
+    An unreadable entry reads as empty: every managed credential is then sent again once, and
+    a fault shows again when next seen, rather than a rotation being missed.
+    """
+    relation = model.get_relation(PEER_RELATION)
+    if relation is None:
+        return Memory()
+    data = relation.data[model.app]
+    sent = {k: v for k, v in _object(data, SENT_CREDENTIALS_KEY).items() if isinstance(v, str)}
+    faults: dict[str, RememberedFault] = {}
+    for name, entry in _object(data, RUNNER_FAULTS_KEY).items():
+        if isinstance(entry, list):
+            fields = cast(list[object], entry)
+            if len(fields) == 2 and all(isinstance(f, str) for f in fields):
+                faults[name] = RememberedFault(str(fields[0]), str(fields[1]))
+    return Memory(sent, faults)
+
+
+def save(model: ops.Model, memory: Memory) -> None:
+    """Leader: write what changed (nothing in a converged hook, no empty record to start)."""
+    relation = model.get_relation(PEER_RELATION)
+    if relation is None:
+        return
+    data = relation.data[model.app]
+    wanted: dict[str, str] = {}
+    if memory.sent is not None:
+        wanted[SENT_CREDENTIALS_KEY] = json.dumps(dict(sorted(memory.sent.items())))
+    faults = {name: [f.fault, f.since] for name, f in sorted(memory.faults.items())}
+    wanted[RUNNER_FAULTS_KEY] = json.dumps(faults)
+    write_changed(data, {k: v for k, v in wanted.items() if k in data or v != "{}"})
+
+
+def _object(data: ops.RelationDataContent, key: str) -> dict[str, object]:
+    raw = data.get(key, "")
+    if not raw:
+        return {}
+    try:
+        parsed: object = json.loads(raw)
+    except ValueError:
+        logger.warning("The %s entry %s is not JSON; starting it afresh", PEER_RELATION, key)
+        return {}
+    if not isinstance(parsed, dict):
+        return {}
+    return {str(k): v for k, v in cast(dict[object, object], parsed).items()}
