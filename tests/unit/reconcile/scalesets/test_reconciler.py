@@ -1208,11 +1208,13 @@ def test_a_repository_scaleset_matches_on_owner_and_name(
         assert row(garm, LIVE).image == "ubuntu-24.04"
         assert result.notices == []
     else:
-        # Another owner's repository of the same name is another entity.
-        assert garm.writes() == []
-        assert [str(n) for n in result.notices] == [
-            "my-scaleset: lives on another provider or entity; delete it in GARM"
-        ]
+        # Another owner's repository of the same name is another entity: a replacement is
+        # created on the spec's repository, and the live one is left as it is this pass.
+        spec = make_spec(entity_type="repository", entity_name=REPO)
+        assert [r.method for r in garm.writes()] == ["POST"]
+        assert row(garm, placed_scaleset_name(spec)).enabled is True
+        assert row(garm, LIVE).image == "old"
+        assert result.notices == []
 
 
 def test_connection_error_aborts_before_the_sweep(
