@@ -21,6 +21,7 @@ from scenario.context import _Event  # pyright: ignore[reportPrivateUsage]
 from tests.charm_driver import CharmDriver, base_state
 from tests.conformance.test_charm import quiet_configurator
 from tests.github_standin import GitHubStandin
+from tests.real_garm.github_apps import register_configured_apps
 from tests.real_garm.harness import SKIP_REASON, RealGarm, garm_binary
 
 pytestmark = pytest.mark.skipif(garm_binary() is None, reason=SKIP_REASON)
@@ -49,6 +50,7 @@ def _real_garm(tmp_path: Path, name: str, github: GitHubStandin) -> Iterator[Rea
     real = RealGarm.prepare(
         tmp_path / name, binary=binary, github_endpoint=github.endpoint_params()
     )
+    register_configured_apps(real.proxy, github)
     try:
         yield real
     finally:
