@@ -43,6 +43,7 @@ from scenario import mocking
 from tests.charm_driver import CharmDriver, Configurator, base_state, configurator
 from tests.conformance.backends import proxied_emulator
 from tests.github_standin import GitHubStandin
+from tests.real_garm.github_apps import register_configured_apps
 from tests.real_garm.harness import SKIP_REASON, RealGarm, garm_binary
 from tests.real_garm.proxy import LOGIN_PATH, RecordedCall
 
@@ -205,6 +206,7 @@ def started(backend: str, workdir: Path) -> Iterator[Any]:
     with ExitStack() as stack:
         github = stack.enter_context(GitHubStandin())
         real = RealGarm.prepare(workdir, binary=binary, github_endpoint=github.endpoint_params())
+        register_configured_apps(real.proxy, github)
         stack.callback(real.stop)
         yield real
 

@@ -53,6 +53,7 @@ from reconcile.scalesets import reconciler, runners
 from tests.charm_driver import CharmDriver, base_state
 from tests.garm_emulator import CONSOLIDATION_INTERVAL, GarmEmulator
 from tests.github_standin import GitHubStandin
+from tests.real_garm.github_apps import register_configured_apps
 from tests.real_garm.harness import SKIP_REASON, GarmStartError, RealGarm, garm_binary
 
 EMULATOR = "emulator"
@@ -496,6 +497,7 @@ def _real_backend(
         raise BackendUnavailableError(SKIP_REASON)
     with GitHubStandin() as github:
         real = PodGarm.prepare(root, binary=binary, github_endpoint=github.endpoint_params())
+        register_configured_apps(real.proxy, github)
         story_garm = RealStoryGarm(real, github)
         try:
             # The charm's first replan starts GARM; the ingress URL is the proxy's, so the

@@ -20,6 +20,7 @@ from tests.charm_driver import CharmDriver, base_state
 from tests.conformance.backends import EMULATOR, REAL, ProxiedEmulator, proxied_emulator
 from tests.github_standin import GitHubStandin
 from tests.log_secrets import register_secret
+from tests.real_garm.github_apps import register_configured_apps
 from tests.real_garm.harness import (
     DEFAULT_ADMIN,
     SKIP_REASON,
@@ -81,15 +82,18 @@ def garm(backend: str, tmp_path: Path, request: pytest.FixtureRequest) -> Iterat
 
 
 def _prepared(root: Path, github: GitHubStandin, shim: bool = True) -> RealGarm:
-    """A RealGarm in ``root`` pointed at ``github``; only called once the backend did not skip.
+    """A RealGarm in ``root`` pointed at ``github``, where the Apps GARM is given exist.
 
-    ``shim=False`` has GARM run the provider stand-in without the image's provider shim.
+    Only called once the backend did not skip. ``shim=False`` has GARM run the provider
+    stand-in without the image's provider shim.
     """
     binary = garm_binary()
     assert binary is not None
-    return RealGarm.prepare(
+    real = RealGarm.prepare(
         root, binary=binary, github_endpoint=github.endpoint_params(), shim=shim
     )
+    register_configured_apps(real.proxy, github)
+    return real
 
 
 def real_garm_with_provider(

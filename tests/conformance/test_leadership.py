@@ -22,6 +22,7 @@ from leadership import GARM_UNIT_KEY, LEADER_KEY
 from tests.charm_driver import CharmDriver, base_state
 from tests.conformance.test_charm import quiet_configurator
 from tests.github_standin import GitHubStandin
+from tests.real_garm.github_apps import register_configured_apps
 from tests.real_garm.harness import SKIP_REASON, RealGarm, garm_binary
 
 pytestmark = pytest.mark.skipif(garm_binary() is None, reason=SKIP_REASON)
@@ -50,6 +51,7 @@ def _real_garm(tmp_path: Path, name: str, github: GitHubStandin) -> Iterator[Rea
     real = RealGarm.prepare(
         tmp_path / name, binary=binary, github_endpoint=github.endpoint_params()
     )
+    register_configured_apps(real.proxy, github)
     try:
         yield real
     finally:

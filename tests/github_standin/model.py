@@ -175,11 +175,43 @@ class JobView:
 
 
 @dataclass(frozen=True)
+class AppJwtCheck:
+    """How the stand-in judged one GitHub App JWT, as GitHub would.
+
+    ``header`` and ``claims`` are as sent (empty when the token did not decode); ``key`` is the
+    fingerprint of the App key whose signature verified, None when none did; ``refusal`` is
+    GitHub's message when the JWT was refused, None when accepted; ``at`` is the stand-in's
+    clock (epoch seconds) when it judged.
+    """
+
+    header: dict[str, Any]
+    claims: dict[str, Any]
+    key: str | None
+    refusal: str | None
+    at: float
+
+    @property
+    def accepted(self) -> bool:
+        """Whether GitHub would take this JWT."""
+        return self.refusal is None
+
+    @property
+    def app_id(self) -> str | None:
+        """The ``iss`` claim as text (GARM sends the App id as a decimal string), or None."""
+        issuer = self.claims.get("iss")
+        return None if issuer is None else str(issuer)
+
+
+@dataclass(frozen=True)
 class RecordedRequest:
-    """One answered request. ``route`` is the route's name, None when no route matched."""
+    """One answered request. ``route`` is the route's name, None when no route matched.
+
+    ``app_jwt`` is the judgement of the App JWT on routes that take one (installation tokens).
+    """
 
     method: str
     path: str
     query: str
     status: int
     route: str | None
+    app_jwt: AppJwtCheck | None = None

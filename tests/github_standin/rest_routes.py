@@ -1,8 +1,9 @@
 """GitHub REST API routes (under ``/api/v3``) and the runner-registration exchange.
 
 Owns what GARM asks github.com (or a GitHub Enterprise Server): the rate limit, App
-installation access tokens, registration tokens, runner downloads, runner groups, and
-``POST /actions/runner-registration``, which points GARM at the Actions service.
+installation access tokens (for an App JWT that :mod:`.apps` verifies), registration tokens,
+runner downloads, runner groups, and ``POST /actions/runner-registration``, which points GARM
+at the Actions service.
 """
 
 from __future__ import annotations
@@ -12,7 +13,7 @@ import time
 from . import wire
 from .model import UnauthorizedError
 from .routing import REST, Call, Reply, Routes
-from .tokens import bearer_jwt_claims, credential, rfc3339
+from .tokens import credential, rfc3339
 
 routes = Routes(REST)
 
@@ -64,8 +65,9 @@ def rate_limit(call: Call) -> Reply:
 
 @routes.add("POST", r"^/api/v3/app/installations/(?P<installation>\d+)/access_tokens$")
 def installation_token(call: Call) -> Reply:
-    if bearer_jwt_claims(call.headers.get("Authorization")) is None:
-        raise UnauthorizedError("A JSON web token could not be decoded")
+    call.app_jwt = call.state.apps.verify(call.headers.get("Authorization"))
+    if call.app_jwt.refusal is not None:
+        raise UnauthorizedError(call.app_jwt.refusal)
     token, expiry = call.state.issue_installation_token()
     body = {
         "token": token,

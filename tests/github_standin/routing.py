@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from email.message import Message
 from typing import Any
 
-from .model import BadRequestError
+from .model import AppJwtCheck, BadRequestError
 from .state import StandinState
 
 REST = "rest"  # GitHub REST API: errors as {"message", "documentation_url"}
@@ -47,7 +47,10 @@ class Urls:
 
 @dataclass
 class Call:
-    """One request as a handler sees it."""
+    """One request as a handler sees it.
+
+    A handler that judges an App JWT leaves the judgement in ``app_jwt`` for the record.
+    """
 
     method: str
     path: str
@@ -57,6 +60,7 @@ class Call:
     state: StandinState
     urls: Urls
     params: dict[str, str] = field(default_factory=dict)
+    app_jwt: AppJwtCheck | None = None
 
     def arg(self, name: str) -> str | None:
         """Return the first value of a query parameter."""

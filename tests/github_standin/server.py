@@ -20,7 +20,14 @@ from typing import Any
 from urllib.parse import parse_qs, urlsplit
 
 from . import actions_routes, rest_routes, wire
-from .model import JobView, RecordedRequest, RunnerView, ScaleSetView, StandinError
+from .model import (
+    AppJwtCheck,
+    JobView,
+    RecordedRequest,
+    RunnerView,
+    ScaleSetView,
+    StandinError,
+)
 from .routing import REST, Call, Reply, Route, Urls
 from .state import StandinState
 
@@ -111,7 +118,11 @@ class _Handler(BaseHTTPRequestHandler):
         )
         reply = standin.dispatch(route, call)
         name = route.name if route else None
-        standin.record(RecordedRequest(self.command, split.path, split.query, reply.status, name))
+        standin.record(
+            RecordedRequest(
+                self.command, split.path, split.query, reply.status, name, call.app_jwt
+            )
+        )
         self._send(reply)
 
     def _send(self, reply: Reply) -> None:
@@ -305,6 +316,35 @@ class GitHubStandin:
     def add_runner_group(self, name: str) -> int:
         """Create a runner group besides ``Default`` (id 1); return its id."""
         return self.state.add_runner_group(name)
+
+    def add_app_key(self, app_id: int | str, pem: str) -> str:
+        """Give GitHub App ``app_id`` a key; return its fingerprint (``SHA256:<base64>``).
+
+        The App exists from its first key. ``pem`` is the App's private key (PKCS#1 or PKCS#8;
+        only its public half is kept) or its public key. An App takes up to 25 keys and any of
+        them signs; an App JWT whose ``iss`` names no App with a key is refused, as GitHub
+        refuses an unknown App.
+        """
+        return self.state.apps.add_key(app_id, pem)
+
+    def revoke_app_key(self, app_id: int | str, key: str) -> None:
+        """Delete one key of an App, named by fingerprint or PEM: JWTs it signs are refused.
+
+        Refused (ConflictError) for the App's only key, as GitHub refuses it: add the new key
+        first.
+        """
+        self.state.apps.revoke_key(app_id, key)
+
+    def app_keys(self, app_id: int | str) -> list[str]:
+        """Fingerprints of an App's keys, oldest first."""
+        return self.state.apps.keys(app_id)
+
+    def app_jwt_checks(self) -> list[AppJwtCheck]:
+        """Every App JWT judged so far (installation token requests), oldest first.
+
+        Each names the key that verified it (``key``) and GitHub's refusal, if any.
+        """
+        return [r.app_jwt for r in self.requests if r.app_jwt is not None]
 
     def scalesets(self) -> list[ScaleSetView]:
         """Snapshot of the scale sets."""

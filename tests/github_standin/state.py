@@ -1,5 +1,7 @@
 """The stand-in's memory and rules: tokens, tenants, scale sets, sessions, queues, jobs, runners.
 
+GitHub Apps and their keys live in :class:`.apps.AppRegistry` (``StandinState.apps``).
+
 Everything is kept under one condition variable, so HTTP handler threads and the tests'
 control calls see a consistent world, and a long poll wakes as soon as a message is posted.
 Methods return copies of records; refusals are raised as :class:`.model.StandinError`.
@@ -19,6 +21,7 @@ from typing import Any
 from urllib.parse import urlsplit
 
 from . import wire
+from .apps import AppRegistry
 from .model import (
     ASSIGNED,
     COMPLETED,
@@ -81,6 +84,7 @@ class StandinState:
         self._installation_tokens: dict[str, float] = {}
         self._registration_tokens: dict[str, tuple[str, float]] = {}
         self._admin_tokens: dict[str, tuple[int, float]] = {}
+        self.apps = AppRegistry()  # its own lock: App keys are not part of the Actions world
 
     # ----- life cycle
 

@@ -13,6 +13,10 @@ One hook is offered for the real-GARM harness: a callable run after GARM accepte
 URLs (``PUT /api/v1/controller``), with the caller's ``Authorization`` header, before the answer
 goes back. The harness uses it to point GARM's ``github.com`` endpoint at the GitHub stand-in at
 the only moment GARM allows it: after the URLs are set and before any credential exists.
+
+Observers (``observers``) see every recorded call, GARM's status included, before its answer
+goes back to the caller: what they do is in place when the caller goes on.
+``tests.real_garm.github_apps`` uses this to give the GitHub stand-in the App keys GARM accepts.
 """
 
 from __future__ import annotations
@@ -61,6 +65,7 @@ class RecordedCall:
 
 
 UrlsSetHook = Callable[[str], None]
+Observer = Callable[[RecordedCall], None]
 
 
 class RecordingProxy:
@@ -73,6 +78,7 @@ class RecordingProxy:
     def __init__(self, upstream_port: int = 0) -> None:
         self.upstream_port = upstream_port
         self.on_urls_set: UrlsSetHook | None = None
+        self.observers: list[Observer] = []
         self._calls: list[RecordedCall] = []
         self._refusals: list[tuple[str, re.Pattern[str], int]] = []
         self._lock = threading.Lock()
@@ -224,9 +230,10 @@ class _ProxyHandler(BaseHTTPRequestHandler):
             and proxy.on_urls_set is not None
         ):
             proxy.on_urls_set(self.headers.get("Authorization", ""))
-        proxy.record(
-            RecordedCall(self.command, path, dict(parse_qsl(split.query)), _parse(body), status)
-        )
+        call = RecordedCall(self.command, path, dict(parse_qsl(split.query)), _parse(body), status)
+        proxy.record(call)
+        for observe in list(proxy.observers):
+            observe(call)
         self.send_response(status)
         for name, value in answer_headers:
             if name.lower() not in _HOP_HEADERS and name.lower() != "content-length":

@@ -12,13 +12,18 @@ from typing import Any
 
 import httpx
 import pytest
+from cryptography.hazmat.primitives import serialization
+from cryptography.hazmat.primitives.asymmetric import rsa
 
-from tests.github_standin import GitHubStandin, StandinError
+from tests.github_standin import GitHubStandin, StandinError, key_fingerprint, sign_app_jwt
+from tests.github_standin.apps import DECODE_FAILED, EXP_INVALID, EXP_TOO_FAR, IAT_INVALID
+from tests.github_standin.model import BadRequestError, ConflictError, NotFoundError
 from tests.github_standin.tokens import jwt_claims, make_jwt
+from tests.rsa_keys import pkcs1_pem, pkcs8_pem
 
 POLL = 0.5
 API_VERSION = {"api-version": "6.0-preview"}
-APP_JWT = make_jwt({"iss": "1234", "iat": int(time.time()), "exp": int(time.time()) + 600})
+APP_ID = 1234
 
 
 @pytest.fixture
@@ -157,15 +162,34 @@ def test_rest_without_credentials_is_401(standin: GitHubStandin, http: httpx.Cli
     assert "message" in response.json()
 
 
-def test_installation_token_needs_a_jwt_bearer(standin: GitHubStandin, http: httpx.Client):
-    url = standin.api_url + "app/installations/5678/access_tokens"
-    assert http.post(url).status_code == 401
-    assert http.post(url, headers={"Authorization": "Bearer not-a-jwt"}).status_code == 401
-    response = http.post(url, headers={"Authorization": f"Bearer {APP_JWT}"})
+def app_jwt(key: int = 0, **claims: Any) -> str:
+    """An App JWT as ghinstallation (GARM's client) makes it: iat 30 s back, exp 2 min on."""
+    now = int(time.time())
+    return sign_app_jwt(
+        pkcs1_pem(key), {"iat": now - 30, "exp": now + 90, "iss": str(APP_ID)} | claims
+    )
+
+
+def token_request(standin: GitHubStandin, http: httpx.Client, jwt: str) -> httpx.Response:
+    return http.post(
+        standin.api_url + "app/installations/5678/access_tokens",
+        headers={"Authorization": f"Bearer {jwt}"},
+    )
+
+
+def test_installation_token_for_a_jwt_signed_by_the_apps_key(
+    standin: GitHubStandin, http: httpx.Client
+):
+    fingerprint = standin.add_app_key(APP_ID, pkcs1_pem(0))
+    response = token_request(standin, http, app_jwt())
     assert response.status_code == 201
     body = response.json()
     expires = datetime.fromisoformat(body["expires_at"].replace("Z", "+00:00"))
     assert expires > datetime.now(UTC)
+    [check] = standin.app_jwt_checks()
+    assert (check.accepted, check.key, check.app_id) == (True, fingerprint, str(APP_ID))
+    assert check.header == {"alg": "RS256", "typ": "JWT"}
+    assert standin.requests[-1].app_jwt == check
     # The token works for the REST API; an installation token it never issued does not.
     ok = http.get(
         standin.api_url + "rate_limit", headers={"Authorization": f"token {body['token']}"}
@@ -173,6 +197,121 @@ def test_installation_token_needs_a_jwt_bearer(standin: GitHubStandin, http: htt
     assert ok.status_code == 200
     forged = {"Authorization": "token ghs_forged"}
     assert http.get(standin.api_url + "rate_limit", headers=forged).status_code == 401
+
+
+def test_installation_token_without_a_jwt_is_refused(standin: GitHubStandin, http: httpx.Client):
+    url = standin.api_url + "app/installations/5678/access_tokens"
+    standin.add_app_key(APP_ID, pkcs1_pem(0))
+    for headers in ({}, {"Authorization": "Bearer not-a-jwt"}, {"Authorization": "token pat"}):
+        response = http.post(url, headers=headers)
+        assert response.status_code == 401
+        assert response.json()["message"] == DECODE_FAILED
+    unsigned = make_jwt({"iss": str(APP_ID), "iat": int(time.time()), "exp": int(time.time())})
+    assert token_request(standin, http, unsigned).status_code == 401
+    assert [c.refusal for c in standin.app_jwt_checks()] == [DECODE_FAILED] * 4
+
+
+@pytest.mark.parametrize(
+    ("jwt", "message"),
+    [
+        pytest.param(lambda: app_jwt(key=1), DECODE_FAILED, id="another-key"),
+        pytest.param(lambda: app_jwt(iss="999"), DECODE_FAILED, id="unknown-app"),
+        pytest.param(lambda: app_jwt(iss=None), DECODE_FAILED, id="no-iss"),
+        pytest.param(
+            lambda: sign_app_jwt(pkcs1_pem(0), {"iss": str(APP_ID)}, alg="HS256"),
+            DECODE_FAILED,
+            id="not-rs256",
+        ),
+        pytest.param(lambda: app_jwt(exp=int(time.time()) - 1), EXP_INVALID, id="expired"),
+        pytest.param(lambda: app_jwt(exp=None), EXP_INVALID, id="no-exp"),
+        pytest.param(lambda: app_jwt(exp=time.time() + 60), EXP_INVALID, id="fractional-exp"),
+        pytest.param(lambda: app_jwt(exp=int(time.time()) + 660), EXP_TOO_FAR, id="exp-11-min"),
+        pytest.param(lambda: app_jwt(iat=int(time.time()) + 60), IAT_INVALID, id="future-iat"),
+        pytest.param(lambda: app_jwt(iat="now"), IAT_INVALID, id="text-iat"),
+    ],
+)
+def test_github_refuses_the_app_jwt_in_its_words(
+    standin: GitHubStandin, http: httpx.Client, jwt: Any, message: str
+):
+    standin.add_app_key(APP_ID, pkcs1_pem(0))
+    response = token_request(standin, http, jwt())
+    assert response.status_code == 401
+    assert response.json() == {
+        "message": message,
+        "documentation_url": "https://docs.github.com/rest",
+    }
+    [check] = standin.app_jwt_checks()
+    assert (check.accepted, check.refusal) == (False, message)
+
+
+def test_exp_ten_minutes_ahead_and_a_numeric_iss_are_taken(
+    standin: GitHubStandin, http: httpx.Client
+):
+    standin.add_app_key(APP_ID, pkcs1_pem(0))
+    now = int(time.time())
+    assert token_request(standin, http, app_jwt(iat=now - 60, exp=now + 590)).status_code == 201
+    assert token_request(standin, http, app_jwt(iss=APP_ID)).status_code == 201
+
+
+def test_a_revoked_key_is_refused_and_the_other_key_signs(
+    standin: GitHubStandin, http: httpx.Client
+):
+    old = standin.add_app_key(APP_ID, pkcs1_pem(0))
+    new = standin.add_app_key(APP_ID, pkcs1_pem(1))
+    assert standin.app_keys(APP_ID) == [old, new]
+    assert token_request(standin, http, app_jwt(key=0)).status_code == 201
+    assert token_request(standin, http, app_jwt(key=1)).status_code == 201
+    standin.revoke_app_key(APP_ID, old)
+    refused = token_request(standin, http, app_jwt(key=0))
+    assert (refused.status_code, refused.json()["message"]) == (401, DECODE_FAILED)
+    assert token_request(standin, http, app_jwt(key=1)).status_code == 201
+    checks = standin.app_jwt_checks()
+    assert [(c.key, c.accepted) for c in checks] == [
+        (old, True),
+        (new, True),
+        (None, False),
+        (new, True),
+    ]
+
+
+def test_app_keys_as_github_manages_them(standin: GitHubStandin):
+    fingerprint = standin.add_app_key(APP_ID, pkcs1_pem(0))
+    # The same key from its PKCS#8 or public PEM, and the fingerprint GitHub shows.
+    public = (
+        serialization.load_pem_private_key(pkcs1_pem(0).encode(), password=None)
+        .public_key()
+        .public_bytes(serialization.Encoding.PEM, serialization.PublicFormat.SubjectPublicKeyInfo)
+        .decode()
+    )
+    assert key_fingerprint(pkcs8_pem(0)) == key_fingerprint(public) == fingerprint
+    assert fingerprint.startswith("SHA256:")
+    assert standin.add_app_key(str(APP_ID), public) == fingerprint
+    assert standin.app_keys(APP_ID) == [fingerprint]
+    with pytest.raises(ConflictError):  # the only key: GitHub wants a new one first
+        standin.revoke_app_key(APP_ID, fingerprint)
+    with pytest.raises(NotFoundError):
+        standin.revoke_app_key(APP_ID, pkcs1_pem(1))
+    with pytest.raises(BadRequestError):
+        standin.add_app_key(APP_ID, "not a key")
+    with pytest.raises(BadRequestError):
+        standin.add_app_key("app-1", pkcs1_pem(0))
+    standin.add_app_key(APP_ID, pkcs1_pem(1))
+    standin.revoke_app_key(APP_ID, pkcs1_pem(0))
+    assert standin.app_keys(APP_ID) == [key_fingerprint(pkcs1_pem(1))]
+    assert standin.app_keys(999) == []
+
+
+def test_an_app_takes_25_keys(standin: GitHubStandin):
+    for _ in range(25):
+        # Only counted, never trusted: small keys keep 25 generations quick.
+        small = rsa.generate_private_key(public_exponent=65537, key_size=1024)  # noqa: S505
+        pem = small.public_key().public_bytes(
+            serialization.Encoding.PEM, serialization.PublicFormat.SubjectPublicKeyInfo
+        )
+        standin.add_app_key(APP_ID, pem.decode())
+    with pytest.raises(BadRequestError):
+        standin.add_app_key(APP_ID, pkcs1_pem(0))
+    assert len(standin.app_keys(APP_ID)) == 25
 
 
 @pytest.mark.parametrize("entity", ["orgs/acme", "repos/acme/app", "enterprises/big"])
