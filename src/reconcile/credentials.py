@@ -31,6 +31,7 @@ from garm import (
     to_base64,
 )
 from notices import Notice, Severity
+from security_events import deleted
 
 logger = logging.getLogger(__name__)
 
@@ -234,3 +235,5 @@ def _delete(client: GarmClient, credential_id: int, name: str) -> None:
             credential_id,
             describe_failure(exc),
         )
+    else:
+        deleted("github-credentials", name, credential_id)
