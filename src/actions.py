@@ -1,7 +1,8 @@
 """The charm's actions: ``get-credentials`` and ``scaleset-status``.
 
 Each handler reads what it needs and answers through the action event; none writes to GARM or
-changes the charm's status. Knows Juju (the event, the model) and reads GARM through the client.
+changes the charm's status. Every ``get-credentials`` run is a security event (``sensitive_read``)
+naming the action id. Knows Juju (the event, the model) and reads GARM through the client.
 """
 
 from __future__ import annotations
@@ -10,6 +11,7 @@ import ops
 
 import peer_record
 import secrets_store
+import security_events
 from charm_state import CharmState
 from garm import GarmApiError, GarmClient
 from reconcile.scalesets.table import format_runner_faults, format_scaleset_table, read_status
@@ -17,9 +19,11 @@ from reconcile.scalesets.table import format_runner_faults, format_scaleset_tabl
 
 def get_credentials(model: ops.Model, event: ops.ActionEvent) -> None:
     """Answer with GARM's admin credentials, the one place a secret may be returned."""
+    label = secrets_store.ADMIN_CREDENTIALS_LABEL
     try:
         admin = secrets_store.read_admin_credentials(model)
     except secrets_store.SecretsUnavailableError:
+        security_events.credentials_disclosed(label, disclosed=False)
         event.fail("The GARM admin credentials are not available yet; try again later.")
         return
     event.set_results(
@@ -30,6 +34,7 @@ def get_credentials(model: ops.Model, event: ops.ActionEvent) -> None:
             "full-name": admin.full_name,
         }
     )
+    security_events.credentials_disclosed(label, admin.username, disclosed=True)
 
 
 def scaleset_status(charm: ops.CharmBase, event: ops.ActionEvent, api_url: str) -> None:
@@ -45,7 +50,7 @@ def scaleset_status(charm: ops.CharmBase, event: ops.ActionEvent, api_url: str) 
     state = CharmState.from_charm(charm)
     try:
         with GarmClient(api_url) as client:
-            client.login(admin.username, admin.password)
+            secrets_store.admin_login(client, admin)
             report = read_status(client, state.scalesets, peer_record.load(charm.model).faults)
     except GarmApiError as exc:
         event.fail(f"Cannot read scale sets from GARM ({type(exc).__name__}).")

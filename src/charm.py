@@ -24,6 +24,7 @@ import peer_record
 import provider_record
 import removal
 import secrets_store
+import security_events
 import workload
 from charm_state import CharmState, describe_problems
 from configurator_contract import CONFIGURATOR_RELATION_NAME
@@ -127,6 +128,8 @@ class GarmCharm(ops.CharmBase):
         framework.observe(on.get_credentials_action, self._on_get_credentials_action)
         framework.observe(on.scaleset_status_action, self._on_scaleset_status_action)
         framework.observe(on.stop, self._on_stop)
+        framework.observe(on[workload.CONTAINER_NAME].pebble_check_failed, self._on_check_failed)
+        cos.push_security_events(self)
 
     # --- events ------------------------------------------------------------------------------
 
@@ -173,6 +176,9 @@ class GarmCharm(ops.CharmBase):
             poll_interval=self.teardown_poll_interval,
         )
 
+    def _on_check_failed(self, event: ops.PebbleCheckFailedEvent) -> None:
+        workload.report_check_failed(event)
+
     # --- the reconcile pass ------------------------------------------------------------------
 
     @traced("reconcile")
@@ -193,8 +199,7 @@ class GarmCharm(ops.CharmBase):
         except secrets_store.SecretsUnavailableError:
             return Outcome(ops.WaitingStatus(WAITING_SECRETS))
         if not self.unit.is_leader():
-            workload.stand_by(container)
-            leadership.release(self.unit)
+            leadership.stand_by(self.unit, container, "this unit is no longer the leader")
             return Outcome(leadership.units_blocked(self.model) or ops.ActiveStatus(STANDBY))
         outcome = self._serve(container, owned)
         return dataclasses.replace(outcome, units_blocked=leadership.units_blocked(self.model))
@@ -203,8 +208,7 @@ class GarmCharm(ops.CharmBase):
         """The leader's part of the pass: run GARM and bring it to the desired state."""
         refused = leadership.claim(self.model)
         if refused is not None:
-            workload.stand_by(container)
-            leadership.release(self.unit)
+            leadership.stand_by(self.unit, container, refused.message)
             return Outcome(refused)
         leadership.serve(self.unit)
         if not container.exists(workload.DATA_DIR):
@@ -281,7 +285,7 @@ class GarmCharm(ops.CharmBase):
         self, client: GarmClient, state: CharmState, admin: secrets_store.AdminCredentials
     ) -> _Sync:
         try:
-            client.login(admin.username, admin.password)
+            secrets_store.admin_login(client, admin)
             _ensure_controller_urls(self, client)
         except GarmUnauthorizedError:
             logger.error("GARM refused the admin credentials from secret garm-admin-credentials")
@@ -294,6 +298,8 @@ class GarmCharm(ops.CharmBase):
             logger.warning("Charmed template not applied: %s; scale sets skipped", exc)
             return _Sync(ops.WaitingStatus(str(exc)))
         except GarmApiError as exc:
+            if isinstance(exc, GarmUnauthorizedError):
+                security_events.token_refused(admin.username)
             return _Sync(_sync_failed(exc))
         peer_record.save(self.model, result.memory)
         return _Sync(_chain_status(state, result.notices), result.live)

@@ -2,7 +2,8 @@
 
 :func:`publish` writes the relation data of the three COS relations (scrape job and alert
 rules, dashboard, Loki requirer metadata); :func:`forward_logs` points Pebble's log targets at
-the Loki endpoints. Each interface lives in its own module (``cos_metrics``, ``cos_dashboard``,
+the Loki endpoints; :func:`push_security_events` sends the charm's security events there too.
+Each interface lives in its own module (``cos_metrics``, ``cos_dashboard``,
 ``cos_logging``); charm tracing is ``ops.tracing``, wired in ``charm.py``.
 """
 
@@ -37,3 +38,8 @@ def publish(charm: ops.CharmBase) -> None:
 def forward_logs(charm: ops.CharmBase, container: ops.Container) -> bool:
     """Bring the container's Loki log targets in line with the logging relations."""
     return cos_logging.forward_logs(charm, container, JujuTopology.from_charm(charm))
+
+
+def push_security_events(charm: ops.CharmBase) -> None:
+    """Have this hook's security events pushed to the Loki endpoints of the logging relations."""
+    cos_logging.push_security_events(charm, JujuTopology.from_charm(charm))

@@ -11,7 +11,9 @@ or the application has more than one unit (ADR 0007):
 - On SQLite, a leader refuses to start GARM while ``garm-unit`` names another unit that is still
   in the application: it would start an empty database and re-create every scale set.
 
-Juju and Pebble only: nothing here talks to GARM.
+A unit that must not run GARM stands by (:func:`stand_by`): GARM stopped, port closed; stopping
+a running GARM is a security event (``sys_shutdown``). Juju and Pebble only: nothing here talks
+to GARM.
 """
 
 from __future__ import annotations
@@ -20,6 +22,8 @@ import logging
 
 import ops
 
+import security_events
+import workload
 from workload import GARM_PORT
 
 logger = logging.getLogger(__name__)
@@ -108,6 +112,15 @@ def claim(model: ops.Model) -> ops.BlockedStatus | None:
 def serve(unit: ops.Unit) -> None:
     """Open GARM's port on the unit that runs GARM."""
     unit.set_ports(GARM_PORT)
+
+
+def stand_by(unit: ops.Unit, container: ops.Container, why: str) -> None:
+    """Stop GARM on a unit that must not run it, then close its port and clear its version."""
+    if workload.stand_by(container):
+        security_events.garm_stopped(
+            security_events.STANDBY, f"The charm stopped GARM on {unit.name}: {why}"
+        )
+    release(unit)
 
 
 def release(unit: ops.Unit) -> None:

@@ -2,7 +2,8 @@
 
 It deletes from GARM what the charm created there (:func:`teardown.remove_managed`), unless
 the operator set ``cleanup-on-remove`` to false, and fails the hook with a message naming what
-blocks it. Knows Juju (the charm's model) and GARM (through the client).
+blocks it. Each run is a security event (``sys_shutdown``) with its outcome. Knows Juju (the
+charm's model) and GARM (through the client).
 """
 
 from __future__ import annotations
@@ -12,6 +13,7 @@ import logging
 import ops
 
 import secrets_store
+import security_events
 import workload
 from garm import GarmClient, GarmConnectionError
 from reconcile import teardown
@@ -40,6 +42,8 @@ def clean_up(
 ) -> None:
     """On application removal, the leader deletes from GARM what the charm created there.
 
+    However it ends, the sweep is a security event (``sys_shutdown``) with its outcome.
+
     Raises:
         teardown.TeardownError: GARM cannot be reached, or busy runners still hold scale sets
             when ``timeout`` runs out (the message names them and the commands that finish).
@@ -51,12 +55,36 @@ def clean_up(
             "%s is false: leaving GARM's scale sets, entities and credentials in place",
             CLEANUP_ON_REMOVE,
         )
+        security_events.application_removal(
+            security_events.Outcome.SKIPPED,
+            f"{CLEANUP_ON_REMOVE} is false: GARM's scale sets, entities and credentials left",
+        )
         return
+    try:
+        done = _sweep(charm, api_url, ready_timeout, timeout=timeout, poll_interval=poll_interval)
+    except Exception as exc:
+        security_events.application_removal(
+            security_events.Outcome.FAILURE,
+            f"The removal cleanup of GARM stopped ({type(exc).__name__}); the hook fails",
+        )
+        raise
+    security_events.application_removal(security_events.Outcome.SUCCESS, done)
+
+
+def _sweep(
+    charm: ops.CharmBase,
+    api_url: str,
+    ready_timeout: float,
+    *,
+    timeout: float,
+    poll_interval: float,
+) -> str:
+    """Delete what the charm put in GARM; return what was done, in words."""
     try:
         admin = secrets_store.read_admin_credentials(charm.model)
     except secrets_store.SecretsUnavailableError:
         logger.info("GARM was never bootstrapped: nothing to remove from it")
-        return
+        return "GARM was never bootstrapped: nothing to remove"
     if not charm.unit.get_container(workload.CONTAINER_NAME).can_connect():
         raise teardown.TeardownError(f"{REMOVAL_UNREACHABLE} (the garm container is down)")
     with GarmClient(api_url) as client:
@@ -66,8 +94,12 @@ def clean_up(
             raise teardown.TeardownError(REMOVAL_UNREACHABLE) from exc
         if not initialised:
             logger.info("GARM was never initialised: nothing to remove from it")
-            return
+            return "GARM was never initialised: nothing to remove"
         logger.info("The application is being removed: deleting what the charm put in GARM")
-        client.login(admin.username, admin.password)
+        secrets_store.admin_login(client, admin)
         result = teardown.remove_managed(client, timeout=timeout, poll_interval=poll_interval)
     logger.info("GARM cleaned up for removal in %d sweep(s)", result.passes)
+    return (
+        "Deleted the charm's scale sets, entities and credentials from GARM in "
+        f"{result.passes} sweep(s)"
+    )

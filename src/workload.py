@@ -1,9 +1,11 @@
 """The GARM workload: its Pebble layer, its environment and the entrypoint pushed to it.
 
-Everything here is a pure builder except :func:`apply_workload`, which talks to Pebble. The
-variable names come from ``garm_entrypoint`` so the charm and the container agree on them;
-the rest is the charm's own: GARM's port, the SQLite file, the PostgreSQL defaults of
-:class:`DatabaseConfig`. The layer and environment hold secrets: callers must never log them.
+Everything here is a pure builder except what talks to Pebble: :func:`apply_workload`,
+:func:`stand_by` and :func:`report_check_failed` (GARM down, as Pebble's liveness check reports
+it: a security event). The variable names come from ``garm_entrypoint`` so the charm and the
+container agree on them; the rest is the charm's own: GARM's port, the SQLite file, the
+PostgreSQL defaults of :class:`DatabaseConfig`. The layer and environment hold secrets: callers
+must never log them.
 """
 
 from __future__ import annotations
@@ -16,6 +18,7 @@ from typing import Literal
 
 import ops
 
+import security_events
 from garm_entrypoint import (
     APP_BASE_URL,
     BACKEND_POSTGRESQL,
@@ -57,6 +60,7 @@ __all__ = [
     "planned_database",
     "planned_environment",
     "proxy_environment",
+    "report_check_failed",
     "stand_by",
 ]
 
@@ -300,15 +304,18 @@ def _plan_matches(plan: ops.pebble.Plan, layer: ops.pebble.LayerDict) -> bool:
     return True
 
 
-def stand_by(container: ops.Container) -> None:
+def stand_by(container: ops.Container) -> bool:
     """Stop GARM on a non-leader unit and keep it from starting with the pod.
 
     The layer is switched to ``startup: disabled``, so when this unit becomes leader the full
     layer differs from the plan and the replan starts GARM again.
+
+    Returns:
+        Whether a running GARM was stopped.
     """
     plan = container.get_plan()
     if SERVICE_NAME not in plan.services:
-        return
+        return False
     if plan.services[SERVICE_NAME].startup != "disabled":
         # The liveness check goes too: a failing alive check would get the pod restarted.
         override: ops.pebble.LayerDict = {
@@ -317,8 +324,31 @@ def stand_by(container: ops.Container) -> None:
         }
         container.add_layer(LAYER_LABEL, override, combine=True)
         container.stop_checks(CHECK_NAME)
-    if container.get_service(SERVICE_NAME).is_running():
-        container.stop(SERVICE_NAME)
+    if not container.get_service(SERVICE_NAME).is_running():
+        return False
+    container.stop(SERVICE_NAME)
+    return True
+
+
+def report_check_failed(event: ops.PebbleCheckFailedEvent) -> None:
+    """Log GARM's liveness check failing past its threshold as ``sys_crash``.
+
+    Pebble restarts a GARM that exits; the check reaches its threshold when GARM stays down or
+    keeps exiting, and that is what Pebble reports to the charm.
+    """
+    info = event.info
+    if info.name != CHECK_NAME:
+        return
+    try:
+        current = event.workload.get_service(SERVICE_NAME).current
+    except (ops.ModelError, ops.pebble.ConnectionError):
+        current = "unknown"
+    service = current.value if isinstance(current, ops.pebble.ServiceStatus) else current
+    security_events.garm_down(
+        CHECK_NAME,
+        f"GARM's liveness check {CHECK_NAME} failed {info.failures} time(s) in a row "
+        f"(threshold {info.threshold}); Pebble reports the garm service {service}",
+    )
 
 
 def planned_environment(container: ops.Container) -> dict[str, str]:

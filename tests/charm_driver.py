@@ -271,15 +271,11 @@ class CharmDriver:
                 self.emulator.replan(dict(service.get("environment", {})))
             return replanned
 
-        def stand_by_and_stop(container: ops.Container) -> None:
-            plan = container.get_plan()
-            running = (
-                workload.SERVICE_NAME in plan.services
-                and container.get_service(workload.SERVICE_NAME).is_running()
-            )
-            real_stand_by(container)
-            if running:
+        def stand_by_and_stop(container: ops.Container) -> bool:
+            stopped = real_stand_by(container)
+            if stopped:
                 _halt(self.emulator)
+            return stopped
 
         with (
             mock.patch.object(GarmCharm, "garm_api_url", self.api_url),

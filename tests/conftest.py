@@ -7,6 +7,8 @@ from collections.abc import Iterator
 
 import pytest
 
+from cos_logging import SecurityEventPusher
+from security_events import LOGGER_NAME
 from tests.log_secrets import SECRET_VALUES, captured_log_text
 
 
@@ -18,3 +20,12 @@ def _no_secret_in_logs(caplog: pytest.LogCaptureFixture) -> Iterator[None]:
     text = captured_log_text(caplog)
     leaked = sorted(v for v in SECRET_VALUES if v in text)
     assert not leaked, f"{len(leaked)} secret value(s) reached the log"
+
+
+@pytest.fixture(autouse=True)
+def _no_loki_push_after_the_test() -> Iterator[None]:
+    """Detach the Loki pusher a charm run attached: it would push the next test's events."""
+    yield
+    events = logging.getLogger(LOGGER_NAME)
+    for handler in [h for h in events.handlers if isinstance(h, SecurityEventPusher)]:
+        events.removeHandler(handler)

@@ -33,6 +33,7 @@ from garm import (
     to_base64,
 )
 from notices import Notice, Severity
+from security_events import deleted
 
 logger = logging.getLogger(__name__)
 
@@ -266,4 +267,5 @@ def _delete(client: GarmClient, credential_id: int, name: str) -> bool:
             describe_failure(exc),
         )
         return False
+    deleted("github-credentials", name, credential_id)
     return True

@@ -29,6 +29,7 @@ from garm import (
 )
 from notices import Notice, Severity, refusal
 from reconcile.credentials import is_managed
+from security_events import deleted
 
 logger = logging.getLogger(__name__)
 
@@ -294,6 +295,7 @@ class EntityReconciler:
                 describe_failure(exc),
             )
             return False
+        deleted(live.entity_type, live.key, live.id)
         return True
 
 

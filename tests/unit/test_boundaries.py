@@ -16,7 +16,14 @@ SRC = Path(__file__).resolve().parents[2] / "src"
 GARM_SIDE = ("garm", "reconcile")
 # Flat modules that know neither Juju nor GARM: what the charm hands to the GARM side.
 VOCABULARY = frozenset(
-    {"desired_state", "notices", "runner_options", "runner_template", "telemetry"}
+    {
+        "desired_state",
+        "notices",
+        "runner_options",
+        "runner_template",
+        "security_events",
+        "telemetry",
+    }
 )
 # The container script's shared constants (environment names, the unit-name pattern).
 CONTAINER_SCRIPT = "garm_entrypoint"

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import re
 from pathlib import Path
 from typing import Any
 
@@ -24,6 +25,7 @@ from tests.log_secrets import SECRET_VALUES
 
 ROOT = Path(__file__).resolve().parents[2]
 RULES_FILE = ROOT / "src" / "prometheus_alert_rules" / "garm.rules"
+LOKI_RULES_FILE = ROOT / "src" / "loki_alert_rules" / "garm_security.rules"
 DASHBOARD_FILE = ROOT / "src" / "grafana_dashboards" / "garm.json"
 LOKI_URL = "http://loki-0.loki-endpoints.cos.svc.cluster.local:3100/loki/api/v1/push"
 OTHER_LOKI_URL = "http://loki-other:3100/loki/api/v1/push"
@@ -56,13 +58,18 @@ def topology(state: testing.State, *, unit: str = "garm/0") -> dict[str, str]:
     }
 
 
-def expected_alert_rules(state: testing.State) -> dict[str, Any]:
-    """The rule file as the Prometheus charm receives it: group renamed, topology labels added."""
-    rules = yaml.safe_load(RULES_FILE.read_text())
+def expected_alert_rules(state: testing.State, rules_file: Path = RULES_FILE) -> dict[str, Any]:
+    """The rule file as Prometheus or Loki receives it: group renamed, topology labels added.
+
+    Without cos-tool (here), cosl turns a LogQL rule's ``%%juju_topology%%`` into a matcher on
+    ``job``; the receiving charm adds the topology matchers.
+    """
+    rules = yaml.safe_load(rules_file.read_text())
     prefix = f"{state.model.name}_{state.model.uuid[:8]}_garm"
     for group in rules["groups"]:
         group["name"] = f"{prefix}_{group['name']}_rules"
         for rule in group["rules"]:
+            rule["expr"] = re.sub(r"%%juju_topology%%,?", 'job=~".+"', rule["expr"])
             rule["labels"] = {
                 **rule["labels"],
                 "juju_model": state.model.name,
@@ -327,7 +334,7 @@ def test_leader_forwards_logs_and_publishes_requirer_metadata(garm: GarmEmulator
     assert log_targets(out)["logging-loki-0"]["services"] == ["garm"]
     bag = out.get_relation(relation.id).local_app_data
     assert json.loads(bag["metadata"]) == topology(state)
-    assert json.loads(bag["alert_rules"]) == {}
+    assert json.loads(bag["alert_rules"]) == expected_alert_rules(state, LOKI_RULES_FILE)
     assert set(bag) == {"metadata", "alert_rules"}
     # The GARM service itself runs as before: the log layer is separate from GARM's.
     plan = out.get_container(workload.CONTAINER_NAME).plan

@@ -18,6 +18,7 @@ from desired_state import ScalesetSpec
 from garm import GarmApiError, GarmClient, GarmConnectionError, ScaleSet, UpdateScaleSetParams
 from reconcile.scalesets.custom_templates import CustomTemplates
 from reconcile.scalesets.runners import MAX_JOB_RUNTIME, RunnerRemover, known_time
+from security_events import deleted
 
 logger = logging.getLogger(__name__)
 
@@ -226,5 +227,6 @@ class Retirement:
             logger.warning("Failed to delete scaleset %r; will retry: %s", old.name, exc)
             return False
         self._deleted_ids.add(old.id)
+        deleted("scaleset", old.name or "", old.id)
         self._templates.delete(old.name or "")
         return True

@@ -14,6 +14,7 @@ from notices import Notice, Severity
 from reconcile.scalesets.names import logical_of
 from reconcile.scalesets.retirement import Phase, draining_phase
 from reconcile.scalesets.runners import RunnerRemover
+from security_events import deleted
 
 logger = logging.getLogger(__name__)
 
@@ -73,6 +74,7 @@ class OrphanSweep:
             )
             return False
         logger.info("Deleted scaleset %r (id=%s)", name, scaleset.id)
+        deleted("scaleset", name, scaleset.id)
         self._deleted_ids.add(scaleset.id)
         return True
 
