@@ -98,7 +98,9 @@ def test_the_derivation_is_pinned_and_stable_across_processes() -> None:
     assert nova_pool_id(LONG_POOL) == LONG_POOL_MAPPED
     code = f"import provider_shim; print(provider_shim.nova_pool_id({LONG_POOL!r}))"
     for seed in ("0", "1", "random"):
-        env = {**os.environ, "PYTHONHASHSEED": seed}
+        # The shim is found where this process found it, whatever PYTHONPATH says.
+        src = str(Path(provider_shim.__file__).parent)
+        env = {**os.environ, "PYTHONHASHSEED": seed, "PYTHONPATH": src}
         done = subprocess.run(
             [sys.executable, "-c", code], env=env, capture_output=True, text=True, check=True
         )
