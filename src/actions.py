@@ -47,11 +47,12 @@ def scaleset_status(charm: ops.CharmBase, event: ops.ActionEvent, api_url: str) 
     except secrets_store.SecretsUnavailableError:
         event.fail("GARM is not bootstrapped yet: its admin credentials do not exist.")
         return
-    state = CharmState.from_charm(charm)
+    memory = peer_record.load(charm.model)
+    state = CharmState.from_charm(charm, memory.incumbents)
     try:
         with GarmClient(api_url) as client:
             secrets_store.admin_login(client, admin)
-            report = read_status(client, state.scalesets, peer_record.load(charm.model).faults)
+            report = read_status(client, state.scalesets, memory.faults)
     except GarmApiError as exc:
         event.fail(f"Cannot read scale sets from GARM ({type(exc).__name__}).")
         return

@@ -40,7 +40,7 @@ from garm import (
 )
 from notices import Notice, blocked, summarise
 from reconcile import teardown
-from reconcile.chain import run_chain
+from reconcile.chain import Memory, run_chain
 from reconcile.charmed_template import CharmedTemplateError
 from telemetry import traced
 
@@ -217,14 +217,15 @@ class GarmCharm(ops.CharmBase):
         db = self._database_config(container)
         if db is None:
             return Outcome(ops.WaitingStatus(WAITING_DATABASE))
-        state = CharmState.from_charm(self)
+        memory = peer_record.load(self.model)
+        state = CharmState.from_charm(self, memory.incumbents)
         stored, record = provider_record.load_record(self.model)
         providers = provider_record.merge(record, state.providers)
         # Stored before it is published: whatever this hook does next, GARM never runs with a
         # provider the record could forget.
         stored = provider_record.save_record(self.app, self.model, stored, providers)
         self._apply_workload(container, owned, db, providers)
-        sync = self._sync_garm(state, owned.admin)
+        sync = self._sync_garm(state, owned.admin, memory)
         kept = provider_record.trim(providers, state.providers, sync.live)
         provider_record.save_record(self.app, self.model, stored, kept)
         return Outcome(sync.status, describe_problems(state.problems), state.blocked)
@@ -261,7 +262,9 @@ class GarmCharm(ops.CharmBase):
         workload.apply_workload(container, workload.build_layer(environment), source)
 
     @traced("reconcile.garm")
-    def _sync_garm(self, state: CharmState, admin: secrets_store.AdminCredentials) -> _Sync:
+    def _sync_garm(
+        self, state: CharmState, admin: secrets_store.AdminCredentials, memory: Memory
+    ) -> _Sync:
         """Bootstrap GARM and run the reconcile chain; the live scale sets if the chain ran."""
         with GarmClient(self.garm_api_url) as client:
             try:
@@ -278,11 +281,15 @@ class GarmCharm(ops.CharmBase):
                     logger.info("GARM first-run done; admin user %s created", admin.username)
             except GarmApiError as exc:
                 return _Sync(_sync_failed(exc))
-            return self._run_chain(client, state, admin)
+            return self._run_chain(client, state, admin, memory)
 
     @traced("reconcile.chain")
     def _run_chain(
-        self, client: GarmClient, state: CharmState, admin: secrets_store.AdminCredentials
+        self,
+        client: GarmClient,
+        state: CharmState,
+        admin: secrets_store.AdminCredentials,
+        memory: Memory,
     ) -> _Sync:
         try:
             secrets_store.admin_login(client, admin)
@@ -293,7 +300,7 @@ class GarmCharm(ops.CharmBase):
         except GarmApiError as exc:
             return _Sync(_sync_failed(exc))
         try:
-            result = run_chain(client, state, peer_record.load(self.model))
+            result = run_chain(client, state, memory)
         except CharmedTemplateError as exc:
             logger.warning("Charmed template not applied: %s; scale sets skipped", exc)
             return _Sync(ops.WaitingStatus(str(exc)))

@@ -17,7 +17,7 @@ import ops
 from configurator_contract import CONFIGURATOR_RELATION_NAME, unpublished_relation_ids
 from configurator_parser import parse_configurator_units
 from debug_ssh import DEBUG_SSH_RELATION_NAME, parse_debug_ssh
-from desired_state import DesiredState, InputProblem, SecretReader, UnitData
+from desired_state import DesiredState, Incumbents, InputProblem, SecretReader, UnitData
 
 logger = logging.getLogger(__name__)
 
@@ -26,18 +26,19 @@ class CharmState(DesiredState):
     """The desired state as read from Juju: ``DesiredState`` with its Juju reader."""
 
     @classmethod
-    def from_charm(cls, charm: ops.CharmBase) -> CharmState:
+    def from_charm(cls, charm: ops.CharmBase, incumbents: Incumbents | None = None) -> CharmState:
         """Read the configurator and debug-ssh relations and their secrets.
 
         Args:
             charm: the charm whose model is read.
+            incumbents: who holds which name in GARM (as the last pass saw it).
 
         Returns:
             The parsed state (a ``DesiredState``).
         """
         relations = sorted(charm.model.relations[CONFIGURATOR_RELATION_NAME], key=lambda r: r.id)
         units = _relation_units(relations)
-        parsed = parse_configurator_units(units, _juju_secret_reader(charm.model))
+        parsed = parse_configurator_units(units, _juju_secret_reader(charm.model), incumbents)
         debug_relations = sorted(
             charm.model.relations[DEBUG_SSH_RELATION_NAME], key=lambda r: r.id
         )

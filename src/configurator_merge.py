@@ -1,14 +1,17 @@
 """Merging the configurators: who owns a name, and what a refused configurator holds.
 
 Owns what one configurator (one relation) asks for before the merge (``Contribution``) and the
-merge itself: configurators are taken in relation-id order, the first to claim a scale-set name
-or an entity owns it, and a configurator with bad input or a conflicting claim contributes
-nothing this pass while what it described is ``Held``. Must not import ops or the GARM client.
+merge itself: a scale-set name or an entity belongs to the configurator whose live scale sets
+already hold it (``Incumbents``), and a name nobody holds yet to the first configurator, in
+relation-id order, to claim it; a configurator with bad input or a conflicting claim
+contributes nothing this pass while what it described is ``Held``. Must not import ops or the
+GARM client.
 """
 
 from __future__ import annotations
 
 import logging
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from configurator_contract import (
@@ -22,6 +25,7 @@ from desired_state import (
     CredentialSpec,
     EntitySpec,
     Held,
+    Incumbents,
     InputProblem,
     ProviderConfig,
     ScalesetSpec,
@@ -48,6 +52,20 @@ class Merge:
         self.providers: list[ProviderConfig] = []
         self.scaleset_owner: dict[str, str] = {}
         self.entity_owner: dict[tuple[str, str], tuple[str, str]] = {}
+
+    def seat_incumbents(self, contributions: Sequence[Contribution], held: Incumbents) -> None:
+        """Give each name to the configurator that holds it in GARM, if it still claims it.
+
+        Called before :meth:`add`: the incumbent keeps its name even when a configurator with
+        a lower relation id reaches for it.
+        """
+        for c in contributions:
+            for name in c.names:
+                if held.scalesets.get(name) == c.app:
+                    self.scaleset_owner[name] = c.app
+            for key, credential in c.entity_credentials.items():
+                if held.entities.get(key) == c.app:
+                    self.entity_owner[key] = (c.app, credential)
 
     def add(self, c: Contribution) -> None:
         """Take the next configurator: refused when it has problems or claims an owned name."""

@@ -28,6 +28,7 @@ from desired_state import (
     ConfiguratorInputs,
     CredentialSpec,
     EntitySpec,
+    Incumbents,
     InputProblem,
     ProviderConfig,
     ScalesetSpec,
@@ -51,7 +52,7 @@ _SCALESET_REQUIRED = (
 
 
 def parse_configurator_units(
-    units: Sequence[UnitData], read_secret: SecretReader
+    units: Sequence[UnitData], read_secret: SecretReader, incumbents: Incumbents | None = None
 ) -> ConfiguratorInputs:
     """Parse the garm-configurator unit databags into this pass's desired state.
 
@@ -69,6 +70,7 @@ def parse_configurator_units(
         units: remote unit databags, sorted by relation id then unit name.
         read_secret: returns the ``value`` of a configurator secret by URI, or None when it
             cannot be read (the reader logs why).
+        incumbents: who holds which name in GARM; they keep it whatever the relation order.
 
     Returns:
         The parsed providers, credentials, entities, scale set specs and problems.
@@ -76,7 +78,7 @@ def parse_configurator_units(
     parser = _ConfiguratorParser(read_secret)
     for unit in units:
         parser.add_unit(unit)
-    return parser.result()
+    return parser.result(incumbents or Incumbents())
 
 
 class _ConfiguratorParser:
@@ -87,10 +89,12 @@ class _ConfiguratorParser:
         self._secret_cache: dict[str, str | None] = {}
         self._contributions: dict[int, Contribution] = {}
 
-    def result(self) -> ConfiguratorInputs:
+    def result(self, incumbents: Incumbents) -> ConfiguratorInputs:
         merged = Merge()
-        for relation_id in sorted(self._contributions):
-            merged.add(self._contributions[relation_id])
+        ordered = [self._contributions[relation_id] for relation_id in sorted(self._contributions)]
+        merged.seat_incumbents(ordered, incumbents)
+        for contribution in ordered:
+            merged.add(contribution)
         return merged.result()
 
     def add_unit(self, unit: UnitData) -> None:

@@ -193,6 +193,22 @@ def app_of_provider(provider_name: str) -> str:
 
 
 @dataclass(frozen=True)
+class Incumbents:
+    """Who holds what in GARM: the configurator application whose provider runs it.
+
+    A name held here belongs to that configurator whatever the relation order, so one
+    configurator's typo can never take another's running scale set or organisation.
+
+    Attributes:
+        scalesets: logical scale set name to configurator application.
+        entities: ``(type, name)`` of an organisation or repository to configurator application.
+    """
+
+    scalesets: Mapping[str, str] = field(default_factory=dict[str, str])
+    entities: Mapping[tuple[str, str], str] = field(default_factory=dict[tuple[str, str], str])
+
+
+@dataclass(frozen=True)
 class DebugSshConnection:
     """A tmate server published over the debug-ssh relation."""
 

@@ -8,6 +8,8 @@ Two things a pass learns and the next one needs (``reconcile.chain.Memory``):
   the configurator's secret) can only be noticed this way.
 - ``runner-faults``: per live scale set, the last provider fault seen on its runners while none
   has come up. GARM shows a fault for about five seconds before it retries with a new runner.
+- ``incumbents``: which configurator holds each scale-set name and entity in GARM, so that the
+  next parse gives a held name to its holder whatever the relation order.
 
 The databag survives a pod replacement and a leader change; only the leader, which runs GARM,
 writes it, and only what changed. Knows Juju; must not import the GARM client.
@@ -22,6 +24,7 @@ from typing import cast
 import ops
 
 from databag import write_changed
+from desired_state import Incumbents
 from leadership import PEER_RELATION
 from reconcile.chain import Memory
 from reconcile.scalesets.faults import RememberedFault
@@ -30,6 +33,7 @@ logger = logging.getLogger(__name__)
 
 SENT_CREDENTIALS_KEY = "sent-credentials"
 RUNNER_FAULTS_KEY = "runner-faults"
+INCUMBENTS_KEY = "incumbents"
 
 
 def load(model: ops.Model) -> Memory:
@@ -49,7 +53,7 @@ def load(model: ops.Model) -> Memory:
             fields = cast(list[object], entry)
             if len(fields) == 2 and all(isinstance(f, str) for f in fields):
                 faults[name] = RememberedFault(str(fields[0]), str(fields[1]))
-    return Memory(sent, faults)
+    return Memory(sent, faults, _incumbents(_object(data, INCUMBENTS_KEY)))
 
 
 def save(model: ops.Model, memory: Memory) -> None:
@@ -63,7 +67,37 @@ def save(model: ops.Model, memory: Memory) -> None:
         wanted[SENT_CREDENTIALS_KEY] = json.dumps(dict(sorted(memory.sent.items())))
     faults = {name: [f.fault, f.since] for name, f in sorted(memory.faults.items())}
     wanted[RUNNER_FAULTS_KEY] = json.dumps(faults)
+    held = memory.incumbents
+    if held.scalesets or held.entities:
+        wanted[INCUMBENTS_KEY] = json.dumps(
+            {
+                "scalesets": dict(sorted(held.scalesets.items())),
+                "entities": sorted(
+                    [kind, name, app] for (kind, name), app in held.entities.items()
+                ),
+            }
+        )
+    elif INCUMBENTS_KEY in data:
+        wanted[INCUMBENTS_KEY] = "{}"
     write_changed(data, {k: v for k, v in wanted.items() if k in data or v != "{}"})
+
+
+def _incumbents(raw: dict[str, object]) -> Incumbents:
+    scalesets = raw.get("scalesets")
+    entities = raw.get("entities")
+    held_scalesets: dict[str, str] = {}
+    if isinstance(scalesets, dict):
+        for name, app in cast(dict[object, object], scalesets).items():
+            if isinstance(name, str) and isinstance(app, str):
+                held_scalesets[name] = app
+    held_entities: dict[tuple[str, str], str] = {}
+    if isinstance(entities, list):
+        for entry in cast(list[object], entities):
+            if isinstance(entry, list):
+                fields = cast(list[object], entry)
+                if len(fields) == 3 and all(isinstance(f, str) for f in fields):
+                    held_entities[(str(fields[0]), str(fields[1]))] = str(fields[2])
+    return Incumbents(held_scalesets, held_entities)
 
 
 def _object(data: ops.RelationDataContent, key: str) -> dict[str, object]:

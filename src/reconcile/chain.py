@@ -10,15 +10,17 @@ from __future__ import annotations
 
 import dataclasses
 import logging
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 
-from desired_state import DesiredState
+from desired_state import DesiredState, Incumbents, app_of_provider
 from garm import GarmClient, ScaleSet
 from notices import Notice, Severity
 from reconcile.charmed_template import apply_charmed_template
 from reconcile.credentials import CredentialReconciler
 from reconcile.entities import EntityReconciler
 from reconcile.scalesets.faults import RememberedFault, carry_faults, fault_notices
+from reconcile.scalesets.names import logical_of
 from reconcile.scalesets.progress import progress_notices
 from reconcile.scalesets.reconciler import ScalesetReconciler
 from telemetry import tracer
@@ -34,10 +36,12 @@ class Memory:
         sent: fingerprint of the App each managed credential was last sent with; None when
             the charm keeps no such memory (then a rotated key goes unnoticed).
         faults: the last provider fault per live scale set whose runners have not come up.
+        incumbents: which configurator holds each scale-set name and entity in GARM.
     """
 
     sent: dict[str, str] | None = None
     faults: dict[str, RememberedFault] = field(default_factory=dict[str, RememberedFault])
+    incumbents: Incumbents = field(default_factory=Incumbents)
 
 
 @dataclass(frozen=True)
@@ -120,4 +124,29 @@ def run_chain(
         len(specs),
         len(notices),
     )
-    return ChainResult(result.live, notices, Memory(credentials.sent, faults))
+    return ChainResult(
+        result.live, notices, Memory(credentials.sent, faults, incumbents_of(result.live))
+    )
+
+
+def incumbents_of(live: Sequence[ScaleSet]) -> Incumbents:
+    """Who holds each logical scale-set name and entity: the application of its provider.
+
+    A name held by two configurators at once (possible only after an earlier takeover) has no
+    incumbent: the relation order decides it, as for a new name.
+    """
+    scalesets: dict[str, set[str]] = {}
+    entities: dict[tuple[str, str], set[str]] = {}
+    for scaleset in live:
+        app = app_of_provider(scaleset.provider_name or "")
+        if not app or not scaleset.name:
+            continue
+        scalesets.setdefault(logical_of(scaleset.name), set()).add(app)
+        if scaleset.org_name:
+            entities.setdefault(("organization", scaleset.org_name), set()).add(app)
+        if scaleset.repo_name:
+            entities.setdefault(("repository", scaleset.repo_name), set()).add(app)
+    return Incumbents(
+        {name: apps.pop() for name, apps in scalesets.items() if len(apps) == 1},
+        {key: apps.pop() for key, apps in entities.items() if len(apps) == 1},
+    )

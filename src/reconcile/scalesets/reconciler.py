@@ -143,8 +143,19 @@ class _Pass:
         if self._templates_needed(specs, observed):
             self.templates.load(self.client.list_templates())
         specs = [spec for spec in specs if spec.name not in held]
+        # A scale set on a held configurator's provider is that configurator's, whatever its
+        # name: no other spec retires or drains it as one of its own generations.
+        on_held = {
+            name
+            for name, live in observed.items()
+            if app_of_provider(live.provider_name or "") in held_apps
+        }
         families = {
-            spec.name: family_names(spec.name, resolve_target(spec, observed), observed)
+            spec.name: [
+                name
+                for name in family_names(spec.name, resolve_target(spec, observed), observed)
+                if name not in on_held
+            ]
             for spec in specs
         }
         # Claimed before any gate runs, so a gated spec still protects its generations, and a
@@ -153,11 +164,7 @@ class _Pass:
         for logical in held:
             pattern = family_pattern(logical)
             claimed |= {name for name in observed if pattern.match(name)}
-        claimed |= {
-            name
-            for name, live in observed.items()
-            if app_of_provider(live.provider_name or "") in held_apps
-        }
+        claimed |= on_held
 
         progress: list[ScalesetProgress] = []
         for spec in specs:

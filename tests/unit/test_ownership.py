@@ -1,0 +1,129 @@
+"""One configurator's mistake never touches another's runners: ownership by incumbency.
+
+Two configurators, ``cfg-a`` (related first) and ``cfg-b``, each run a scale set with a runner.
+One of them mistypes its scale-set name as the other's. The one whose live scale sets already
+hold the name keeps it, whatever the relation order; the one that reaches for it is refused
+and held, and nothing of either is created, updated, disabled or deleted. The real charm runs
+through ``ops.testing`` against the emulator, with the ``garm-peers`` relation Juju always
+provides (the charm remembers there who holds what).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from datetime import timedelta
+from pathlib import Path
+
+import ops
+import pytest
+from ops import testing
+
+import workload
+from leadership import PEER_RELATION
+from tests.charm_driver import CharmDriver, base_state, configurator
+from tests.garm_emulator import GarmEmulator
+
+A_LIVE = "cfg-a-runners-18515357"
+B_LIVE = "cfg-b-runners-18515357"
+
+
+@pytest.fixture
+def garm():
+    emulator = GarmEmulator(providers=[])
+    emulator.start()
+    yield emulator
+    emulator.stop()
+
+
+@pytest.fixture
+def driver(garm: GarmEmulator, tmp_path: Path) -> CharmDriver:
+    """Both configurators deployed, each scale set with an idle runner."""
+    peers = testing.PeerRelation(PEER_RELATION, id=99)
+    charm = CharmDriver(garm, base_state(tmp_path, relations={peers}))
+    charm.run(charm.ctx.on.install())
+    charm.run(charm.ctx.on.leader_elected())
+    charm.run(charm.ctx.on.pebble_ready(charm.state.get_container(workload.CONTAINER_NAME)))
+    charm.add_configurator(configurator("cfg-a", relation_id=1, org="org-a", app_id="11"))
+    charm.add_configurator(configurator("cfg-b", relation_id=2, org="org-b", app_id="22"))
+    for _ in range(2):  # one tick creates the runners, the next boots them
+        garm.advance(timedelta(seconds=30))
+    charm.run(charm.ctx.on.update_status())
+    assert sorted(s["name"] for s in garm.scalesets()) == [A_LIVE, B_LIVE]
+    assert charm.state.unit_status == ops.ActiveStatus()
+    return charm
+
+
+def _runners(garm: GarmEmulator) -> dict[str, tuple[str, str]]:
+    return {
+        scaleset: (runner["status"], runner["runner_status"])
+        for scaleset in (A_LIVE, B_LIVE)
+        for runner in garm.instances(scaleset)
+    }
+
+
+def _rename(driver: CharmDriver, relation_id: int, name: str) -> testing.State:
+    relation = driver.state.get_relation(relation_id)
+    assert isinstance(relation, testing.Relation)
+    return driver.change_relation(relation, name=name)
+
+
+@pytest.mark.parametrize(
+    ("typo_by", "victim", "typo"),
+    [
+        (1, "cfg-b", "cfg-b-runners"),  # the lower relation id reaches for the higher one's name
+        (2, "cfg-a", "cfg-a-runners"),  # and the other way round
+    ],
+)
+def test_a_mistyped_name_leaves_the_holder_untouched(
+    driver: CharmDriver, garm: GarmEmulator, typo_by: int, victim: str, typo: str
+):
+    before = {s["name"]: s for s in garm.scalesets()}
+    runners = _runners(garm)
+    erring = "cfg-a" if typo_by == 1 else "cfg-b"
+    garm.clear_requests()
+    _rename(driver, typo_by, typo)
+    for _ in range(2):
+        garm.advance(timedelta(seconds=30))
+        out = driver.run(driver.ctx.on.update_status())
+    # Nothing of either was created, updated, disabled or deleted; the runners are where they were.
+    assert [w for w in garm.writes() if w.path.startswith(("/scalesets", "/organizations"))] == []
+    after = {s["name"]: s for s in garm.scalesets()}
+    assert sorted(after) == sorted(before)
+    assert all(after[name]["enabled"] is True for name in after)
+    assert _runners(garm) == runners
+    assert isinstance(out.unit_status, ops.BlockedStatus)
+    assert f"{erring}: scale set {typo} belongs to {victim}" in out.unit_status.message
+    # Fixing the name recovers in one hook, and still nothing was touched.
+    out = _rename(driver, typo_by, f"{erring}-runners")
+    assert out.unit_status == ops.ActiveStatus()
+    assert [w for w in garm.writes() if w.path.startswith(("/scalesets", "/organizations"))] == []
+
+
+def test_a_name_nobody_holds_goes_to_the_lower_relation_id(
+    driver: CharmDriver, garm: GarmEmulator
+):
+    # Both reach for a new name in the same hook: nobody holds it yet, so relation order decides.
+    relation = driver.state.get_relation(2)
+    assert isinstance(relation, testing.Relation)
+    units = {n: {**d, "name": "shared-runners"} for n, d in relation.remote_units_data.items()}
+    renamed = dataclasses.replace(relation, remote_units_data=units)
+    driver.state = dataclasses.replace(
+        driver.state, relations={*(r for r in driver.state.relations if r.id != 2), renamed}
+    )
+    out = _rename(driver, 1, "shared-runners")
+    message = out.unit_status.message
+    assert isinstance(out.unit_status, ops.BlockedStatus)
+    assert "cfg-b: scale set shared-runners belongs to cfg-a" in message
+
+
+def test_the_holder_is_remembered_across_a_leader_change(
+    driver: CharmDriver, garm: GarmEmulator, tmp_path: Path
+):
+    # A new pod (empty container, no plan); the peer databag remains.
+    fresh = base_state(tmp_path)
+    driver.state = dataclasses.replace(driver.state, containers=fresh.containers)
+    driver.run(driver.ctx.on.pebble_ready(driver.state.get_container(workload.CONTAINER_NAME)))
+    out = _rename(driver, 1, "cfg-b-runners")
+    assert isinstance(out.unit_status, ops.BlockedStatus)
+    assert out.unit_status.message.startswith("cfg-a: scale set cfg-b-runners belongs to cfg-b")
+    assert garm.scaleset_by_name(B_LIVE)["enabled"] is True  # pyright: ignore[reportOptionalSubscript]
