@@ -265,6 +265,16 @@ class CharmDriver:
             self.ctx.on.relation_departed(current, remote_unit=unit, departing_unit=unit)
         )
 
+    def new_secret_revision(
+        self, secret: testing.Secret, content: Mapping[str, str]
+    ) -> testing.State:
+        """The owner of ``secret`` (a configurator) publishes a new revision: secret-changed."""
+        current = next(s for s in self.state.secrets if s.id == secret.id)
+        revised = dataclasses.replace(current, latest_content=dict(content))
+        others = {s for s in self.state.secrets if s.id != secret.id}
+        self.state = dataclasses.replace(self.state, secrets={*others, revised})
+        return self.run(self.ctx.on.secret_changed(revised))
+
     def run_action(self, name: str, **params: str) -> dict[str, Any]:
         """Run an action (which reconciles nothing) and return its results."""
         self.run(self.ctx.on.action(name, params=params))
