@@ -177,13 +177,21 @@ def leader_unit_removed(
         runners = garm.instances(old["name"])
         return any(r["name"] == busy and r.get("runner_status") == "active" for r in runners)
 
-    def old_disabled(s: testing.State) -> bool:
+    def drained_to_the_busy_runner(s: testing.State) -> bool:
         statuses.add(s)
         assert busy_and_kept()
         assert OLD_PROVIDER in planned_providers(s)
-        return not (garm.scaleset_by_name(old["name"]) or {}).get("enabled")
+        disabled = not (garm.scaleset_by_name(old["name"]) or {}).get("enabled")
+        # GARM started another idle runner when the job took this one; it reaps it once the
+        # scale set is disabled.
+        return disabled and [r["name"] for r in garm.instances(old["name"])] == [busy]
 
-    hook_until(driver, garm, "the old scale set disabled", old_disabled)
+    hook_until(
+        driver,
+        garm,
+        "the old scale set disabled, its busy runner alone",
+        drained_to_the_busy_runner,
+    )
     # Draining: more hooks leave the busy runner alone.
     for _ in range(2):
         statuses.add(driver.run(driver.ctx.on.update_status()))
