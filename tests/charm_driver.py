@@ -240,17 +240,54 @@ class CharmDriver:
         self.state = dataclasses.replace(self.state, relations={*others, changed})
         return self.run(self.ctx.on.relation_changed(changed, remote_unit=0))
 
+    def publish(
+        self, relation: testing.Relation, units: Mapping[int, Mapping[str, str]], remote_unit: int
+    ) -> testing.State:
+        """Remote units' databags become ``units``; ``remote_unit`` wrote: relation-changed."""
+        current = self.state.get_relation(relation.id)
+        assert isinstance(current, testing.Relation)
+        data = {number: dict(databag) for number, databag in units.items()}
+        changed = dataclasses.replace(current, remote_units_data=data)
+        others = {r for r in self.state.relations if r.id != relation.id}
+        self.state = dataclasses.replace(self.state, relations={*others, changed})
+        return self.run(self.ctx.on.relation_changed(changed, remote_unit=remote_unit))
+
+    def unit_departs(self, relation: testing.Relation, unit: int) -> testing.State:
+        """A remote unit leaves the relation (removed): relation-departed."""
+        current = self.state.get_relation(relation.id)
+        assert isinstance(current, testing.Relation)
+        # As in Juju, the departing unit is already gone from the relation in its hook.
+        remaining = {n: d for n, d in current.remote_units_data.items() if n != unit}
+        current = dataclasses.replace(current, remote_units_data=remaining)
+        others = {r for r in self.state.relations if r.id != relation.id}
+        self.state = dataclasses.replace(self.state, relations={*others, current})
+        return self.run(
+            self.ctx.on.relation_departed(current, remote_unit=unit, departing_unit=unit)
+        )
+
+    def new_secret_revision(
+        self, secret: testing.Secret, content: Mapping[str, str]
+    ) -> testing.State:
+        """The owner of ``secret`` (a configurator) publishes a new revision: secret-changed."""
+        current = next(s for s in self.state.secrets if s.id == secret.id)
+        revised = dataclasses.replace(current, latest_content=dict(content))
+        others = {s for s in self.state.secrets if s.id != secret.id}
+        self.state = dataclasses.replace(self.state, secrets={*others, revised})
+        return self.run(self.ctx.on.secret_changed(revised))
+
+    def run_action(self, name: str, **params: str) -> dict[str, Any]:
+        """Run an action (which reconciles nothing) and return its results."""
+        self.run(self.ctx.on.action(name, params=params))
+        return dict(self.ctx.action_results or {})
+
     def remove_relation(self, relation: testing.Relation) -> testing.State:
         """Remove a relation as Juju does: departed, broken, then gone from the model."""
         current = self.state.get_relation(relation.id)
         assert isinstance(current, testing.Relation)
         for unit in sorted(current.remote_units_data):
-            # As in Juju, the departing unit is already gone from the relation in its hook.
-            remaining = {n: d for n, d in current.remote_units_data.items() if n != unit}
-            current = dataclasses.replace(current, remote_units_data=remaining)
-            others = {r for r in self.state.relations if r.id != relation.id}
-            self.state = dataclasses.replace(self.state, relations={*others, current})
-            self.run(self.ctx.on.relation_departed(current, remote_unit=unit, departing_unit=unit))
+            self.unit_departs(relation, unit)
+        current = self.state.get_relation(relation.id)
+        assert isinstance(current, testing.Relation)
         self.run(self.ctx.on.relation_broken(current))
         others = {r for r in self.state.relations if r.id != relation.id}
         self.state = dataclasses.replace(self.state, relations=others)

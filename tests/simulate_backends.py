@@ -335,11 +335,13 @@ class RealStoryGarm:
         self._jobs[runner] = job_id
         return runner
 
-    def finish_job(self, scaleset_name: str, runner_name: str) -> None:
+    def finish_job(
+        self, scaleset_name: str, runner_name: str, wait: float = JOB_END_TIMEOUT
+    ) -> None:
         """Complete the runner's job in the stand-in; see what GARM does; move the charm's clock.
 
         GitHub unregisters the ephemeral runner. If GARM does not delete the runner within
-        :data:`JOB_END_TIMEOUT`, the charm's clock moves :data:`CHARM_CLOCK_SHIFT` ahead.
+        ``wait`` seconds, the charm's clock moves :data:`CHARM_CLOCK_SHIFT` ahead.
         """
         self.github.complete_job(self._jobs.pop(runner_name))
         scaleset = self.real.scaleset_by_name(scaleset_name) or {}
@@ -351,9 +353,9 @@ class RealStoryGarm:
 
         print(
             f"  (awaiting GARM to delete {runner_name} after its job: polling real GARM, <= "
-            f"{JOB_END_TIMEOUT:.0f} s)"
+            f"{wait:.0f} s)"
         )
-        deadline = time.monotonic() + JOB_END_TIMEOUT
+        deadline = time.monotonic() + wait
         while time.monotonic() < deadline:
             if runner_gone_or_deleting():
                 print(f"  (GARM acted on the job's end: {runner_name} is being deleted)")
@@ -362,7 +364,7 @@ class RealStoryGarm:
         listening = any(v.name == scaleset_name and v.has_session for v in self.github.scalesets())
         print(
             f"  (real GARM: {runner_name} is still listed as running/active "
-            f"{JOB_END_TIMEOUT:.0f} s after its job ended. The scale set is "
+            f"{wait:.0f} s after its job ended. The scale set is "
             f"{'enabled' if scaleset.get('enabled') else 'disabled'} and GARM has "
             f"{'a' if listening else 'no'} message session for it, so the JobCompleted message "
             "never reaches GARM. The emulator's GARM would mark the runner pending_delete.)"

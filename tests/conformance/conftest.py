@@ -9,15 +9,24 @@ one reason. A difference between the two backends is an emulator defect.
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
+import ops
 import pytest
+from ops import testing
 
 import workload
 from garm import GarmClient
+from leadership import PEER_RELATION
 from tests.charm_driver import CharmDriver, base_state
-from tests.conformance.backends import EMULATOR, REAL, ProxiedEmulator, proxied_emulator
+from tests.conformance.backends import (
+    EMULATOR,
+    REAL,
+    ProxiedEmulator,
+    proxied_emulator,
+    wait_for,
+)
 from tests.github_standin import GitHubStandin
 from tests.log_secrets import register_secret
 from tests.real_garm.github_apps import register_configured_apps
@@ -28,6 +37,7 @@ from tests.real_garm.harness import (
     garm_binary,
     standalone_environment,
 )
+from tests.simulate_backends import ingress_relation
 
 # The provider every standalone backend loads, as the charm would publish it.
 PROVIDER_NAME = "garm-configurator-0"
@@ -81,7 +91,7 @@ def garm(backend: str, tmp_path: Path, request: pytest.FixtureRequest) -> Iterat
     yield from real_garm_with_provider(tmp_path, request.getfixturevalue("github"))
 
 
-def _prepared(root: Path, github: GitHubStandin, shim: bool = True) -> RealGarm:
+def prepared_real_garm(root: Path, github: GitHubStandin, shim: bool = True) -> RealGarm:
     """A RealGarm in ``root`` pointed at ``github``, where the Apps GARM is given exist.
 
     Only called once the backend did not skip. ``shim=False`` has GARM run the provider
@@ -100,7 +110,7 @@ def real_garm_with_provider(
     tmp_path: Path, github: GitHubStandin, shim: bool = True
 ) -> Iterator[RealGarm]:
     """A started real GARM with :data:`PROVIDER_NAME` loaded, stopped after."""
-    real = _prepared(tmp_path, github, shim)
+    real = prepared_real_garm(tmp_path, github, shim)
     environment = standalone_environment([provider_entry(PROVIDER_NAME)])
     provider = json.loads(environment["GARM_PROVIDERS_JSON"])[0]
     register_secret(provider["password"], environment["GARM_JWT_SECRET"])
@@ -135,11 +145,38 @@ def charm_garm(backend: str, tmp_path: Path, request: pytest.FixtureRequest) -> 
         with proxied_emulator() as proxied:
             yield proxied
         return
-    real = _prepared(tmp_path, request.getfixturevalue("github"))
+    real = prepared_real_garm(tmp_path, request.getfixturevalue("github"))
     try:
         yield real
     finally:
         real.stop()
+
+
+def deployed(garm: Garm, state: testing.State) -> CharmDriver:
+    """The real charm from ``state``: installed, leader, bootstrapped against ``garm``."""
+    charm = CharmDriver(garm, state, ready_timeout=10.0)
+    charm.run(charm.ctx.on.install())
+    charm.run(charm.ctx.on.leader_elected())
+    container = charm.state.get_container(workload.CONTAINER_NAME)
+    charm.run(charm.ctx.on.pebble_ready(container))
+    return charm
+
+
+def hook_until(
+    driver: CharmDriver, garm: Garm, what: str, done: Callable[[testing.State], bool]
+) -> testing.State:
+    """Run update-status hooks, GARM working between them, until ``done`` holds (bounded)."""
+    seen: list[ops.StatusBase] = []
+
+    def hook() -> testing.State | None:
+        state = driver.run(driver.ctx.on.update_status())
+        seen.append(state.unit_status)
+        return state if done(state) else None
+
+    try:
+        return wait_for(garm, what, hook)
+    except AssertionError as exc:
+        raise AssertionError(f"{exc}; the last status was {seen[-1]!r}") from None
 
 
 @pytest.fixture
@@ -147,9 +184,20 @@ def driver(charm_garm: Garm, tmp_path: Path) -> CharmDriver:
     """The real charm, deployed and bootstrapped against this run's GARM."""
     data = tmp_path / "data"
     data.mkdir()
-    charm = CharmDriver(charm_garm, base_state(data), ready_timeout=10.0)
-    charm.run(charm.ctx.on.install())
-    charm.run(charm.ctx.on.leader_elected())
-    container = charm.state.get_container(workload.CONTAINER_NAME)
-    charm.run(charm.ctx.on.pebble_ready(container))
-    return charm
+    return deployed(charm_garm, base_state(data))
+
+
+@pytest.fixture
+def runner_driver(charm_garm: Garm, tmp_path: Path) -> CharmDriver:
+    """The real charm deployed as Juju deploys it, where GARM's runners can come up.
+
+    Juju always gives the charm its ``garm-peers`` relation (where it remembers runner faults
+    and the App keys it sent). An ingress relation whose URL is the recording proxy has the
+    charm set loopback controller URLs, so the stand-in provider's runners call back to real
+    GARM and go idle (with the in-cluster URL they would stay pending).
+    """
+    data = tmp_path / "data"
+    data.mkdir()
+    peers = testing.PeerRelation(PEER_RELATION, id=99)
+    state = base_state(data, relations={peers, ingress_relation(charm_garm.base_url)})
+    return deployed(charm_garm, state)

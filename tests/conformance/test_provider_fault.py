@@ -32,7 +32,8 @@ STDERR = (
 )
 
 
-def _refuse_the_image(garm: Garm) -> None:
+def refuse_the_image(garm: Garm) -> None:
+    """The cloud loses :data:`IMAGE`; the emulator's loaded providers refuse it in its words."""
     if garm.name == EMULATOR:
         emulator: GarmEmulator = garm.emulator  # pyright: ignore[reportAttributeAccessIssue]
         emulator.refuse_provider("CreateInstance", STDERR)
@@ -40,6 +41,16 @@ def _refuse_the_image(garm: Garm) -> None:
     real: RealGarm = garm  # pyright: ignore[reportAssignmentType]
     images = tuple(image for image in DEFAULT_CATALOGUE.images if image != IMAGE)
     real.set_catalogue(Catalogue(images=images, flavors=DEFAULT_CATALOGUE.flavors))
+
+
+def allow_the_image(garm: Garm) -> None:
+    """The cloud has :data:`IMAGE` (again): creates succeed."""
+    if garm.name == EMULATOR:
+        emulator: GarmEmulator = garm.emulator  # pyright: ignore[reportAttributeAccessIssue]
+        emulator.refuse_provider("CreateInstance", None)
+        return
+    real: RealGarm = garm  # pyright: ignore[reportAssignmentType]
+    real.set_catalogue(DEFAULT_CATALOGUE)
 
 
 def _faulted(garm: Garm, seen: list[tuple[str, str, bool]]) -> dict[str, Any] | None:
@@ -51,7 +62,7 @@ def _faulted(garm: Garm, seen: list[tuple[str, str, bool]]) -> dict[str, Any] | 
 def test_a_refused_create_is_the_runner_s_provider_fault_until_garm_replaces_it(
     ready_garm: Garm, client: GarmClient
 ):
-    _refuse_the_image(ready_garm)
+    refuse_the_image(ready_garm)
     scaleset_id = _seed_scaleset(client, min_idle=1, name=SCALESET)
     seen: list[tuple[str, str, bool]] = []
     failed = wait_for(

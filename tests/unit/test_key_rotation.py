@@ -73,12 +73,7 @@ def sent_record(state: testing.State) -> dict[str, str]:
 
 def rotate(driver: CharmDriver, key_secret: testing.Secret, new_key: str) -> testing.State:
     """The configurator's new secret revision, and the secret-changed hook Juju sends."""
-    rotated = dataclasses.replace(key_secret, latest_content={"value": new_key})
-    driver.state = dataclasses.replace(
-        driver.state,
-        secrets={*(s for s in driver.state.secrets if s.id != key_secret.id), rotated},
-    )
-    return driver.run(driver.ctx.on.secret_changed(rotated))
+    return driver.new_secret_revision(key_secret, {"value": new_key})
 
 
 def test_a_rotated_key_is_sent_to_garm_once(driver: CharmDriver, garm: GarmEmulator):
