@@ -25,7 +25,6 @@ import json
 import os
 import secrets
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -37,6 +36,7 @@ import httpx
 
 import garm_entrypoint
 from tests.real_garm import provider_standin
+from tests.real_garm.ports import reserved_port
 from tests.real_garm.proxy import API_PREFIX, RecordedCall, RecordingProxy, writes
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
@@ -75,13 +75,6 @@ def garm_binary() -> Path | None:
     configured = os.environ.get(GARM_BIN_ENV)
     candidate = Path(configured) if configured else DEFAULT_GARM_BIN
     return candidate if candidate.is_file() and os.access(candidate, os.X_OK) else None
-
-
-def free_port() -> int:
-    """Return a port of 127.0.0.1 that was free a moment ago."""
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return probe.getsockname()[1]
 
 
 def standalone_environment(providers: list[dict[str, str]] | None = None) -> dict[str, str]:
@@ -342,22 +335,24 @@ class RealGarm:
         if env.get(garm_entrypoint.GARM_DB_BACKEND) == garm_entrypoint.BACKEND_SQLITE:
             # The pod's storage path, moved into the work directory.
             env[garm_entrypoint.GARM_SQLITE_DB_FILE] = str(self.workdir / "garm.db")
-        self._port = free_port()
-        command = [
-            sys.executable,
-            "-c",
-            _RUNNER,
-            str(SRC_DIR),
-            json.dumps(self._layout(self._port)),
-        ]
-        with self.log_path.open("ab") as log:
-            self._process = subprocess.Popen(
-                command, env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True
-            )
-        self.starts += 1
-        self.proxy.retarget(self._port)
-        self._token = None
-        self._wait_until_answering()
+        # The port stays reserved until GARM answers on it, so what answers is this GARM.
+        with reserved_port() as port:
+            self._port = port
+            command = [
+                sys.executable,
+                "-c",
+                _RUNNER,
+                str(SRC_DIR),
+                json.dumps(self._layout(port)),
+            ]
+            with self.log_path.open("ab") as log:
+                self._process = subprocess.Popen(
+                    command, env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True
+                )
+            self.starts += 1
+            self.proxy.retarget(port)
+            self._token = None
+            self._wait_until_answering()
 
     def _wait_until_answering(self) -> None:
         deadline = time.monotonic() + START_TIMEOUT
