@@ -13,6 +13,7 @@ import dataclasses
 from collections.abc import Iterator
 from datetime import timedelta
 from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
 from ops import testing
@@ -22,9 +23,13 @@ from desired_state import MANAGED_CREDENTIAL_DESCRIPTION
 from garm import CreateCredentialParams, GarmClient, GithubApp
 from reconcile import teardown
 from tests.charm_driver import CharmDriver, base_state, configurator
-from tests.garm_emulator import GarmEmulator
+from tests.garm_emulator import CONSOLIDATION_INTERVAL, GarmEmulator
 from tests.rsa_keys import pkcs1_pem
 from tests.unit.test_charm import deploy
+
+# Simulated time the stop hook sweeps for: GARM hears of a job that ended on a disabled scale
+# set only at its next consolidation, so a retried hook must outlast one interval.
+TEARDOWN_BOUND = 2 * CONSOLIDATION_INTERVAL
 
 
 @pytest.fixture
@@ -37,7 +42,7 @@ def garm() -> Iterator[GarmEmulator]:
 
 @pytest.fixture
 def driver(garm: GarmEmulator, tmp_path: Path) -> Iterator[CharmDriver]:
-    """A deployed charm with one configurator and its idle runner; short teardown bound."""
+    """A deployed charm with one configurator and its idle runner; the bound on its clock."""
     charm = CharmDriver(garm, base_state(tmp_path))
     deploy(charm)
     charm.add_configurator(configurator("cfg-1", relation_id=1, org="org-1"))
@@ -45,9 +50,12 @@ def driver(garm: GarmEmulator, tmp_path: Path) -> Iterator[CharmDriver]:
         garm.advance(timedelta(seconds=30))
     assert [r["runner_status"] for r in garm.instances()] == ["idle"]
     with pytest.MonkeyPatch.context() as patch:
-        patch.setattr(GarmCharm, "teardown_timeout", 0.5)
+        # The bound is read on the emulator's clock, which the waits between sweeps move: in
+        # real time, how many sweeps fit in it would depend on the machine's load.
+        patch.setattr(GarmCharm, "teardown_timeout", TEARDOWN_BOUND.total_seconds())
         patch.setattr(GarmCharm, "teardown_poll_interval", 0.0)
         patch.setattr(teardown, "_wait", lambda _s: garm.advance(timedelta(seconds=30)))
+        patch.setattr(teardown, "time", SimpleNamespace(monotonic=lambda: garm.now.timestamp()))
         yield charm
 
 
