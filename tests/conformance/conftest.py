@@ -73,7 +73,7 @@ def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
         if key == GARM_EXIT
     }
     if exits:
-        terminalreporter.section("real GARM exited on its own and was started again")
+        terminalreporter.section("real GARM exited or hung on its own and was started again")
         for line in sorted(exits):
             terminalreporter.line(line)
 

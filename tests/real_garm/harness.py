@@ -17,7 +17,9 @@ The surface follows the emulator's where the charm driver and the conformance te
 Every process is started in its own session and stopped by its pid (the whole group, so the
 provider children go too). GARM's log is kept in the work directory for failure messages. A
 GARM that exits on its own is started again as Pebble restarts a service of the pod (with its
-backoff), and noted in :attr:`RealGarm.exits` and :data:`UNEXPECTED_EXITS`.
+backoff); one that does not answer in time is sent SIGQUIT (Go then writes every goroutine's
+stack to the log) and started once more. Both are noted in :attr:`RealGarm.exits` and
+:data:`UNEXPECTED_EXITS`.
 """
 
 from __future__ import annotations
@@ -79,6 +81,10 @@ sys.exit(garm_entrypoint.main(layout=garm_entrypoint.Layout(**fields)))
 
 class GarmStartError(RuntimeError):
     """GARM exited or did not answer in time; the message carries the end of its log."""
+
+
+class GarmHungError(GarmStartError):
+    """GARM ran but did not answer in time; its goroutines' stacks are at the end of its log."""
 
 
 def garm_binary() -> Path | None:
@@ -349,7 +355,16 @@ class RealGarm:
     def _launch(self, environment: dict[str, str]) -> None:
         with self._lock:
             log_start = self.log_path.stat().st_size if self.log_path.exists() else 0
-            self._spawn(environment)
+            try:
+                self._spawn(environment)
+            except GarmHungError:
+                # GARM v0.2.1-afda4e76 was seen to hang, now and then, starting on a database
+                # that holds credentials and entities: its cache worker never finished loading
+                # them (it takes the credentials and the entity cache locks in opposite orders
+                # there). A second start gets through.
+                self._note_exit("hung at start (its goroutines are in its log); started again")
+                log_start = self.log_path.stat().st_size
+                self._spawn(environment)
             process, started = self._process, time.monotonic()
         threading.Thread(
             target=self._restart_after_exit, args=(process, started, log_start), daemon=True
@@ -428,7 +443,18 @@ class RealGarm:
                 return
             except httpx.TransportError:
                 time.sleep(0.05)
-        raise GarmStartError(f"GARM did not answer in {START_TIMEOUT} s:\n{self.log_tail()}")
+        process = self._process
+        if process is None or process.poll() is not None:
+            raise GarmStartError(f"GARM did not answer in {START_TIMEOUT} s:\n{self.log_tail()}")
+        # Go writes every goroutine's stack to the log on SIGQUIT: where GARM waits.
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(process.pid, signal.SIGQUIT)
+        with contextlib.suppress(subprocess.TimeoutExpired):
+            process.wait(timeout=STOP_TIMEOUT)
+        raise GarmHungError(
+            f"GARM did not answer in {START_TIMEOUT} s (its goroutines: {self.log_path}):\n"
+            + self.log_tail()
+        )
 
     def _terminate(self) -> None:
         with self._lock:
