@@ -33,6 +33,7 @@ from tests.real_garm.github_apps import register_configured_apps
 from tests.real_garm.harness import (
     DEFAULT_ADMIN,
     SKIP_REASON,
+    UNEXPECTED_EXITS,
     RealGarm,
     garm_binary,
     standalone_environment,
@@ -43,6 +44,8 @@ from tests.simulate_backends import ingress_relation
 PROVIDER_NAME = "garm-configurator-0"
 ADMIN_USERNAME, ADMIN_PASSWORD = DEFAULT_ADMIN
 register_secret(ADMIN_PASSWORD)
+# The key under which a test's report carries the GARM exits seen during it.
+GARM_EXIT = "garm-exit"
 
 Garm = ProxiedEmulator | RealGarm
 
@@ -60,6 +63,30 @@ def provider_entry(unit_name: str) -> dict[str, str]:
         "project_domain_name": "Default",
         "region_name": "RegionOne",
     }
+
+
+@pytest.fixture(autouse=True)
+def _garm_exits_reported(request: pytest.FixtureRequest) -> Iterator[None]:
+    """Put each GARM exit of the test (GARM was started again, as Pebble would) in its report."""
+    seen = len(UNEXPECTED_EXITS)
+    yield
+    for line in UNEXPECTED_EXITS[seen:]:
+        request.node.user_properties.append((GARM_EXIT, line))
+
+
+def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
+    """List the GARM exits of the run (from every xdist worker): a test may pass through one."""
+    exits = {
+        f"{report.nodeid}: {value}"
+        for reports in terminalreporter.stats.values()
+        for report in reports
+        for key, value in getattr(report, "user_properties", ())
+        if key == GARM_EXIT
+    }
+    if exits:
+        terminalreporter.section("real GARM exited or hung on its own and was started again")
+        for line in sorted(exits):
+            terminalreporter.line(line)
 
 
 @pytest.fixture

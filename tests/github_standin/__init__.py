@@ -38,12 +38,15 @@ What it answers (paths as GARM v0.2.1-afda4e76 calls them):
 Job flow (control API): ``queue_job`` posts JobAvailable; GARM's acquire makes the stand-in post
 JobAssigned (raising ``totalAssignedJobs``, GARM's desired runner count); ``start_job`` posts
 JobStarted for a runner GARM created (busy); ``complete_job`` posts JobCompleted and, as GitHub
-does with an ephemeral runner, unregisters the runner.
+does with an ephemeral runner, unregisters the runner. ``hold(route)`` keeps GARM's requests
+to one route waiting until the test releases them, to widen a race of GARM's own.
 
 Beware: GARM v0.2.1-afda4e76 panics and exits (a nil response in ``DeleteMessageSession``)
 when the session it deletes is already gone and the stand-in answers 404, as GitHub would. So
 the stand-in drops a session only when GARM deletes it, when its scale set is deleted, or when a
-new session replaces one not polled for ``session_idle_timeout``.
+new session replaces one not polled for ``session_idle_timeout``. GARM still gets there when
+its worker missed the disable of a scale set it then deletes
+(``tests/conformance/test_garm_exit.py``).
 
 Deliberately not done: the tokens the stand-in hands out are unsigned JWT-shaped strings (GARM
 reads only their ``exp``); an installation id is not tied to an App (any id gets a token for a

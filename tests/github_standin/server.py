@@ -32,6 +32,8 @@ from .routing import REST, Call, Reply, Route, Urls
 from .state import StandinState
 
 ROUTES: tuple[Route, ...] = (*rest_routes.routes.table, *actions_routes.routes.table)
+# A held request is answered after this long at most, so no server thread waits forever.
+HOLD_LIMIT = 120.0
 
 
 def match(method: str, path: str) -> tuple[Route | None, dict[str, str]]:
@@ -41,6 +43,24 @@ def match(method: str, path: str) -> tuple[Route | None, dict[str, str]]:
         if found and route.method == method:
             return route, found.groupdict()
     return None, {}
+
+
+class Hold:
+    """Requests to one route wait until :meth:`release` (see :meth:`GitHubStandin.hold`)."""
+
+    def __init__(self, route: str) -> None:
+        self.route = route
+        self.arrived = threading.Event()
+        self.released = threading.Event()
+
+    def wait_released(self) -> None:
+        """Note a request's arrival and wait until the hold is released (handler threads)."""
+        self.arrived.set()
+        self.released.wait(HOLD_LIMIT)
+
+    def release(self) -> None:
+        """Let the held requests through, and every later one at once."""
+        self.released.set()
 
 
 class _Server(ThreadingHTTPServer):
@@ -167,6 +187,7 @@ class GitHubStandin:
         self._thread: threading.Thread | None = None
         self._requests: list[RecordedRequest] = []
         self._errors: list[str] = []
+        self._holds: dict[str, Hold] = {}
         self._lock = threading.Lock()
 
     # ----- life cycle
@@ -191,6 +212,10 @@ class GitHubStandin:
         server, self._server = self._server, None
         if server is None:
             return
+        with self._lock:
+            holds, self._holds = list(self._holds.values()), {}
+        for hold in holds:
+            hold.release()
         self.state.close()
         server.shutdown()
         server.close_connections()
@@ -240,6 +265,10 @@ class GitHubStandin:
         """Run a route's handler and turn refusals and crashes into JSON answers."""
         if route is None:
             return Reply(404, wire.rest_error(f"Not Found: {call.method} {call.path}"))
+        with self._lock:
+            hold = self._holds.get(route.name)
+        if hold is not None:
+            hold.wait_released()
         try:
             reply = route.handler(call)
         except StandinError as err:
@@ -285,6 +314,20 @@ class GitHubStandin:
             self._requests.clear()
 
     # ----- control API for tests
+
+    def hold(self, route: str) -> Hold:
+        """Hold every request to the route named ``route`` until the hold is released.
+
+        GARM's calls to GitHub then take as long as the test needs, which widens a race of
+        GARM's own (its ``arrived`` event says a call is waiting). Route names are the handler
+        names (``list_scale_sets``, ``create_session``, ...). Stopping the stand-in releases it.
+        """
+        if route not in {r.name for r in ROUTES}:
+            raise ValueError(f"no route named {route!r}")
+        held = Hold(route)
+        with self._lock:
+            self._holds[route] = held
+        return held
 
     def queue_job(
         self, scaleset_name: str, labels: list[str] | None = None, repository: str = "repo"

@@ -18,7 +18,11 @@ The surface follows the emulator's where the charm driver and the conformance te
 ``replan()`` and the read views), so a test can take either backend.
 
 Every process is started in its own session and stopped by its pid (the whole group, so the
-provider children go too). GARM's log is kept in the work directory for failure messages.
+provider children go too). GARM's log is kept in the work directory for failure messages. A
+GARM that exits on its own is started again as Pebble restarts a service of the pod (with its
+backoff); one that does not answer in time is sent SIGQUIT (Go then writes every goroutine's
+stack to the log) and started once more. Both are noted in :attr:`RealGarm.exits` and
+:data:`UNEXPECTED_EXITS`.
 """
 
 from __future__ import annotations
@@ -28,9 +32,9 @@ import json
 import os
 import secrets
 import signal
-import socket
 import subprocess
 import sys
+import threading
 import time
 from collections.abc import Mapping
 from pathlib import Path
@@ -40,6 +44,7 @@ import httpx
 
 import garm_entrypoint
 from tests.real_garm import provider_standin
+from tests.real_garm.ports import reserved_port
 from tests.real_garm.provider_standin import Catalogue
 from tests.real_garm.proxy import API_PREFIX, RecordedCall, RecordingProxy, writes
 
@@ -62,6 +67,14 @@ DEFAULT_CATALOGUE = Catalogue(
     flavors=("small", "m1.small", "large"),
 )
 STOP_TIMEOUT = 10.0
+# A GARM that exits on its own is restarted as Pebble restarts it (the charm's layer keeps the
+# default on-failure: restart): after half a second, doubling up to 30 s, and back to half a
+# second once it stayed up 30 s.
+RESTART_DELAY = 0.5
+RESTART_DELAY_LIMIT = 30.0
+# One line per GARM of this test process that exited on its own (the conformance suite lists
+# them at the end of a run).
+UNEXPECTED_EXITS: list[str] = []
 
 # Runs the charm's entrypoint with a test layout; the entrypoint then execs GARM in place, so
 # the process started here is GARM itself and its pid is GARM's.
@@ -78,6 +91,10 @@ sys.exit(garm_entrypoint.main(layout=garm_entrypoint.Layout(**fields)))
 
 class GarmStartError(RuntimeError):
     """GARM exited or did not answer in time; the message carries the end of its log."""
+
+
+class GarmHungError(GarmStartError):
+    """GARM ran but did not answer in time; its goroutines' stacks are at the end of its log."""
 
 
 def garm_binary() -> Path | None:
@@ -99,13 +116,6 @@ def install_shim(directory: Path) -> Path:
     target.write_text(f"#!{sys.executable}\n{body}", encoding="utf-8")
     target.chmod(0o755)
     return target
-
-
-def free_port() -> int:
-    """Return a port of 127.0.0.1 that was free a moment ago."""
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return probe.getsockname()[1]
 
 
 def standalone_environment(providers: list[dict[str, str]] | None = None) -> dict[str, str]:
@@ -155,7 +165,11 @@ class RealGarm:
         self.admin: tuple[str, str] | None = None
         self.environment: dict[str, str] = {}
         self.starts = 0
+        self.exits: list[str] = []
         self._endpoint_pointed = False
+        # Held while GARM is started or stopped, by the harness or by a restart after an exit.
+        self._lock = threading.RLock()
+        self._restart_delay = RESTART_DELAY
         self._process: subprocess.Popen[bytes] | None = None
         self._port = 0
         self._token: str | None = None
@@ -360,7 +374,9 @@ class RealGarm:
 
     def get(self, path: str, **params: str) -> Any:
         """``GET`` one API path as the admin (not recorded) and return the decoded JSON."""
-        with httpx.Client(base_url=self._direct_url, timeout=30) as http:
+        with self._lock:  # not while GARM is being restarted
+            url = self._direct_url
+        with httpx.Client(base_url=url, timeout=30) as http:
             if self._token is None:
                 self._token = self._login(http)
             response = http.get(path, params=params, headers=_bearer(self._token))
@@ -431,27 +447,83 @@ class RealGarm:
         }
 
     def _launch(self, environment: dict[str, str]) -> None:
+        with self._lock:
+            log_start = self.log_path.stat().st_size if self.log_path.exists() else 0
+            try:
+                self._spawn(environment)
+            except GarmHungError:
+                # GARM v0.2.1-afda4e76 was seen to hang, now and then, starting on a database
+                # that holds credentials and entities: its cache worker never finished loading
+                # them (it takes the credentials and the entity cache locks in opposite orders
+                # there). A second start gets through.
+                self._note_exit("hung at start (its goroutines are in its log); started again")
+                log_start = self.log_path.stat().st_size
+                self._spawn(environment)
+            process, started = self._process, time.monotonic()
+        threading.Thread(
+            target=self._restart_after_exit, args=(process, started, log_start), daemon=True
+        ).start()
+
+    def _restart_after_exit(
+        self, process: subprocess.Popen[bytes] | None, started: float, log_start: int
+    ) -> None:
+        """Wait for GARM to end; if nobody stopped or replaced it, restart it as Pebble does."""
+        if process is None:
+            return
+        code = process.wait()
+        with self._lock:
+            if process is not self._process:
+                return
+            up_for = time.monotonic() - started
+            reason = self._exit_reason(log_start)
+            self._note_exit(f"exited with {code} after {up_for:.0f} s: {reason}")
+            if up_for >= RESTART_DELAY_LIMIT:
+                self._restart_delay = RESTART_DELAY
+            time.sleep(self._restart_delay)
+            self._restart_delay = min(2 * self._restart_delay, RESTART_DELAY_LIMIT)
+            try:
+                self._launch(self.environment)
+            except GarmStartError as exc:
+                self._process = None
+                self._note_exit(f"did not start again: {exc}".splitlines()[0])
+
+    def _note_exit(self, what: str) -> None:
+        line = f"GARM in {self.workdir} {what}"
+        self.exits.append(line)
+        UNEXPECTED_EXITS.append(line)
+
+    def _exit_reason(self, log_start: int) -> str:
+        """The panic line this GARM wrote in its log after ``log_start``, else its last line."""
+        with self.log_path.open("rb") as log:
+            log.seek(log_start)
+            lines = log.read().decode("utf-8", "replace").splitlines()
+        panic = [line for line in lines if line.startswith("panic:")]
+        return (panic or lines or [""])[-1]
+
+    def _spawn(self, environment: dict[str, str]) -> None:
         self.environment = dict(environment)
         env = {**environment, "PATH": os.environ.get("PATH", "/usr/bin:/bin")}
         if env.get(garm_entrypoint.GARM_DB_BACKEND) == garm_entrypoint.BACKEND_SQLITE:
             # The pod's storage path, moved into the work directory.
             env[garm_entrypoint.GARM_SQLITE_DB_FILE] = str(self.workdir / "garm.db")
-        self._port = free_port()
-        command = [
-            sys.executable,
-            "-c",
-            _RUNNER,
-            str(SRC_DIR),
-            json.dumps(self._layout(self._port)),
-        ]
-        with self.log_path.open("ab") as log:
-            self._process = subprocess.Popen(
-                command, env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True
-            )
-        self.starts += 1
-        self.proxy.retarget(self._port)
-        self._token = None
-        self._wait_until_answering()
+        # The port stays reserved until GARM answers on it, so what answers is this GARM.
+        with reserved_port() as port:
+            self._port = port
+            command = [
+                sys.executable,
+                "-c",
+                _RUNNER,
+                str(SRC_DIR),
+                json.dumps(self._layout(port)),
+            ]
+            with self.log_path.open("ab") as log:
+                self._process = subprocess.Popen(
+                    command, env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True
+                )
+            self.starts += 1
+            self.proxy.retarget(port)
+            self._token = None
+            self._wait_until_answering()
 
     def _wait_until_answering(self) -> None:
         deadline = time.monotonic() + START_TIMEOUT
@@ -465,10 +537,22 @@ class RealGarm:
                 return
             except httpx.TransportError:
                 time.sleep(0.05)
-        raise GarmStartError(f"GARM did not answer in {START_TIMEOUT} s:\n{self.log_tail()}")
+        process = self._process
+        if process is None or process.poll() is not None:
+            raise GarmStartError(f"GARM did not answer in {START_TIMEOUT} s:\n{self.log_tail()}")
+        # Go writes every goroutine's stack to the log on SIGQUIT: where GARM waits.
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(process.pid, signal.SIGQUIT)
+        with contextlib.suppress(subprocess.TimeoutExpired):
+            process.wait(timeout=STOP_TIMEOUT)
+        raise GarmHungError(
+            f"GARM did not answer in {START_TIMEOUT} s (its goroutines: {self.log_path}):\n"
+            + self.log_tail()
+        )
 
     def _terminate(self) -> None:
-        process, self._process = self._process, None
+        with self._lock:
+            process, self._process = self._process, None
         if process is None or process.poll() is not None:
             return
         with contextlib.suppress(ProcessLookupError):

@@ -23,7 +23,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from tests.real_garm.harness import free_port
+from tests.real_garm.ports import reserved_port
 
 PG_BIN_ENV = "PG_BIN"
 SKIP_REASON = (
@@ -80,7 +80,6 @@ class PostgresServer:
         self.root = Path(tempfile.mkdtemp(prefix="garm-pg-"))
         if self._as_postgres:
             shutil.chown(self.root, "postgres", "postgres")
-        self.port = free_port()
         self._run(
             "initdb",
             "-D",
@@ -91,20 +90,22 @@ class PostgresServer:
             "--auth-host=scram-sha-256",
             "--no-sync",
         )
-        options = f"-c listen_addresses=127.0.0.1 -p {self.port} -k {self.root} -c fsync=off"
-        self._run(
-            "pg_ctl",
-            "-D",
-            str(self.data_dir),
-            "-l",
-            str(self.root / "server.log"),
-            "-o",
-            options,
-            "-t",
-            str(START_TIMEOUT),
-            "-w",
-            "start",
-        )
+        # Reserved until the server listens (``pg_ctl -w``): nothing else can take it before.
+        with reserved_port() as self.port:
+            options = f"-c listen_addresses=127.0.0.1 -p {self.port} -k {self.root} -c fsync=off"
+            self._run(
+                "pg_ctl",
+                "-D",
+                str(self.data_dir),
+                "-l",
+                str(self.root / "server.log"),
+                "-o",
+                options,
+                "-t",
+                str(START_TIMEOUT),
+                "-w",
+                "start",
+            )
         self.sql(f"CREATE ROLE {ROLE} LOGIN PASSWORD '{self.password}'")
         self.sql(f"CREATE DATABASE {DATABASE} OWNER {ROLE}")
         return self

@@ -26,7 +26,7 @@ import database
 import postgres_login
 from tests.charm_driver import CharmDriver, base_state
 from tests.log_secrets import register_secret
-from tests.real_garm.harness import free_port
+from tests.real_garm.ports import reserved_port
 from workload import DatabaseConfig
 
 PASSWORD = "Pg-unit-password-7c1e"  # test value
@@ -83,10 +83,10 @@ class FakePostgres:
 
 
 class NoGarm:
-    """A GARM backend that never answers (it exited at start)."""
+    """A GARM backend that never answers (it exited at start): a port held, nobody listening."""
 
-    def __init__(self) -> None:
-        self.url = f"http://127.0.0.1:{free_port()}/api/v1"
+    def __init__(self, port: int) -> None:
+        self.url = f"http://127.0.0.1:{port}/api/v1"
 
     def replan(self, environment: Mapping[str, str]) -> None:
         """Pebble restarts GARM, which exits again."""
@@ -107,9 +107,11 @@ def postgresql_relation(port: int) -> testing.Relation:
 
 
 def run_pebble_ready(tmp_path: Path, relations: set[testing.Relation]) -> testing.State:
-    driver = CharmDriver(NoGarm(), base_state(tmp_path, relations=relations), ready_timeout=0.2)
-    driver.run(driver.ctx.on.install())
-    return driver.run(driver.ctx.on.pebble_ready(driver.state.get_container("garm")))
+    with reserved_port() as garm_port:
+        state = base_state(tmp_path, relations=relations)
+        driver = CharmDriver(NoGarm(garm_port), state, ready_timeout=0.2)
+        driver.run(driver.ctx.on.install())
+        return driver.run(driver.ctx.on.pebble_ready(driver.state.get_container("garm")))
 
 
 @pytest.mark.parametrize("code", ["28P01", "28000"])
@@ -127,7 +129,8 @@ def test_accepted_login_keeps_waiting_for_garm(tmp_path: Path):
 
 
 def test_unreachable_database_keeps_waiting_for_garm(tmp_path: Path):
-    state = run_pebble_ready(tmp_path, {postgresql_relation(free_port())})
+    with reserved_port() as nobody:
+        state = run_pebble_ready(tmp_path, {postgresql_relation(nobody)})
     assert state.unit_status == ops.WaitingStatus(charm.WAITING_READY)
 
 
@@ -154,7 +157,8 @@ def test_probe_tells_accepted_refused_and_unreachable_apart():
         accepted = postgres_login.probe_login(dataclasses.replace(config, port=server.port))
     with FakePostgres("28P01") as server:  # invalid_password
         refused = postgres_login.probe_login(dataclasses.replace(config, port=server.port))
-    unreachable = postgres_login.probe_login(dataclasses.replace(config, port=free_port()))
+    with reserved_port() as nobody:
+        unreachable = postgres_login.probe_login(dataclasses.replace(config, port=nobody))
     assert accepted is postgres_login.LoginProbe.ACCEPTED
     assert refused is postgres_login.LoginProbe.REFUSED
     assert unreachable is postgres_login.LoginProbe.UNREACHABLE

@@ -707,3 +707,36 @@ def test_requests_are_recorded_in_order_and_cleared(standin: GitHubStandin, acti
     standin.clear_requests()
     assert standin.requests == []
     assert standin.handler_errors == []
+
+
+def test_a_held_route_answers_once_released(standin: GitHubStandin, http: httpx.Client):
+    actions = Actions(standin, http)
+    actions.create_set("held")
+    lookup = standin.hold("list_scale_sets")
+    answers: list[int] = []
+    caller = threading.Thread(
+        target=lambda: answers.append(
+            actions.call(
+                "GET", "_apis/runtime/runnerscalesets", params={"name": "held"}
+            ).status_code
+        )
+    )
+    caller.start()
+    assert lookup.arrived.wait(5)
+    # Other routes are not held.
+    assert actions.call("GET", "_apis/runtime/runnerscalesets/1").status_code == 200
+    time.sleep(0.2)
+    assert answers == []
+    lookup.release()
+    caller.join(5)
+    assert answers == [200]
+    # Later calls pass at once.
+    assert actions.call("GET", "_apis/runtime/runnerscalesets").status_code == 200
+
+
+def test_stopping_releases_a_hold_and_only_routes_can_be_held(standin: GitHubStandin):
+    with pytest.raises(ValueError, match="no route"):
+        standin.hold("no_such_route")
+    lookup = standin.hold("list_scale_sets")
+    standin.stop()
+    assert lookup.released.is_set()
