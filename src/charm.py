@@ -219,6 +219,8 @@ class GarmCharm(ops.CharmBase):
             return Outcome(ops.WaitingStatus(WAITING_DATABASE))
         state = CharmState.from_charm(self)
         stored, record = provider_record.load_record(self.model)
+        if stored is None:
+            record = provider_record.rebuild_missing(workload.planned_providers_json(container))
         providers = provider_record.merge(record, state.providers)
         # Stored before it is published: whatever this hook does next, GARM never runs with a
         # provider the record could forget.

@@ -8,9 +8,19 @@ the planned environment.
 
 from __future__ import annotations
 
-import ops
+import dataclasses
+import json
 
-from tests.charm_driver import CharmDriver, Configurator, configurator
+import ops
+from ops import testing
+
+from tests.charm_driver import (
+    CharmDriver,
+    Configurator,
+    configurator,
+    first_phase,
+    planned_providers,
+)
 from tests.conformance.conftest import Garm
 from tests.real_garm.proxy import LOGIN_PATH, RecordedCall
 
@@ -103,3 +113,41 @@ def test_replan_restarts_garm_with_the_published_providers(driver: CharmDriver, 
     driver.add_configurator(cfg)
     assert sorted(charm_garm.providers()) == ["cfg-1-0", "cfg-2-0"]
     assert driver.state.unit_status == ops.ActiveStatus()
+
+
+def with_relation(state: testing.State, relation: testing.Relation) -> testing.State:
+    """``state`` with ``relation`` in place of the one of the same id."""
+    others = {r for r in state.relations if r.id != relation.id}
+    return dataclasses.replace(state, relations={*others, relation})
+
+
+def test_a_lost_provider_record_is_rebuilt_from_what_garm_runs_with(
+    driver: CharmDriver, charm_garm: Garm
+):
+    cfg = quiet_configurator(1, relation_id=1)
+    driver.add_configurator(cfg)
+    (live,) = charm_garm.scalesets()
+    assert charm_garm.providers() == ["cfg-1-0"]
+    # The record is gone, and the configurator publishes no provider while it waits for an
+    # image: only GARM's plan still says which provider the live scale set needs.
+    phase1 = dataclasses.replace(
+        driver.state.get_relation(1),
+        remote_units_data=first_phase(cfg).relation.remote_units_data,
+    )
+    state = with_relation(driver.state, phase1)
+    driver.state = dataclasses.replace(
+        state, secrets={s for s in state.secrets if s.label != "garm-providers"}
+    )
+    replans = driver.replans
+
+    out = driver.run(driver.ctx.on.relation_changed(phase1, remote_unit=0))
+    out = driver.run(driver.ctx.on.update_status())
+
+    assert out.unit_status == ops.ActiveStatus("cfg-1-runners: waiting for an image from cfg-1")
+    assert driver.replans == replans
+    assert planned_providers(out) == ["cfg-1-0"]
+    assert charm_garm.providers() == ["cfg-1-0"]
+    assert [s["name"] for s in charm_garm.scalesets()] == [live["name"]]
+    record = next(s for s in out.secrets if s.label == "garm-providers")
+    content = record.latest_content or record.tracked_content
+    assert [p["unit_name"] for p in json.loads(content["providers"])] == ["cfg-1-0"]
