@@ -14,6 +14,7 @@ import json
 import ops
 from ops import testing
 
+from garm import GarmClient, UpdateScaleSetParams
 from tests.charm_driver import (
     CharmDriver,
     Configurator,
@@ -151,3 +152,35 @@ def test_a_lost_provider_record_is_rebuilt_from_what_garm_runs_with(
     record = next(s for s in out.secrets if s.label == "garm-providers")
     content = record.latest_content or record.tracked_content
     assert [p["unit_name"] for p in json.loads(content["providers"])] == ["cfg-1-0"]
+
+
+def test_a_held_configurator_keeps_its_organisation_and_credential_without_a_scale_set(
+    driver: CharmDriver, charm_garm: Garm
+):
+    driver.add_configurator(quiet_configurator(1, relation_id=1))
+    held = quiet_configurator(2, relation_id=2)
+    driver.add_configurator(held)
+    (scaleset,) = [s for s in charm_garm.scalesets() if s["name"].startswith("cfg-2-")]
+    (org,) = [o for o in charm_garm.organizations() if o["name"] == "org-2"]
+    assert charm_garm.admin is not None
+    with GarmClient(charm_garm.url) as client:
+        client.login(*charm_garm.admin)
+        # Its scale set is deleted in GARM by hand, so no live scale set protects its
+        # organisation; then its configurator publishes bad data and is held.
+        client.update_scaleset(scaleset["id"], UpdateScaleSetParams(enabled=False))
+        client.delete_scaleset(scaleset["id"])
+        charm_garm.clear_requests()
+        out = driver.change_relation(held.relation, max_runner="four")
+        assert out.unit_status.message.startswith("invalid data from cfg-2/0 (")
+        assert [c for c in charm_garm.requests if c.method == "DELETE"] == []
+        assert sorted(o["name"] for o in charm_garm.organizations()) == ["org-1", "org-2"]
+
+        # Its organisation goes too, by hand: only the hold keeps its credential now.
+        client.delete_organization(org["id"])
+        charm_garm.clear_requests()
+        driver.run(driver.ctx.on.update_status())
+    assert [c for c in charm_garm.requests if c.method == "DELETE"] == []
+    assert sorted(c["name"] for c in charm_garm.credentials()) == [
+        "app-1001-2001",
+        "app-1002-2002",
+    ]
