@@ -50,6 +50,12 @@ def refused(calls: list[RecordedCall]) -> list[tuple[str, str, int]]:
     return [call for call in found if call != READINESS_PROBE]
 
 
+def with_relation(state: testing.State, relation: testing.Relation) -> testing.State:
+    """``state`` with ``relation`` in place of the one of the same id."""
+    others = {r for r in state.relations if r.id != relation.id}
+    return dataclasses.replace(state, relations={*others, relation})
+
+
 def test_bootstrap_runs_first_run_once_and_reaches_waiting(driver: CharmDriver, charm_garm: Garm):
     assert driver.state.unit_status == ops.WaitingStatus("Waiting for garm-configurator relation")
     first_runs = [c for c in charm_garm.requests if c.path == "/first-run"]
@@ -59,21 +65,31 @@ def test_bootstrap_runs_first_run_once_and_reaches_waiting(driver: CharmDriver, 
     assert controller["callback_url"].endswith("/api/v1/callbacks")
 
 
+INGRESS = testing.Relation(
+    "ingress", id=40, remote_app_data={"ingress": json.dumps({"url": "http://garm.test"})}
+)
+
+
 def test_converged_hook_with_ten_scalesets_makes_no_write(driver: CharmDriver, charm_garm: Garm):
+    driver.state = with_relation(driver.state, INGRESS)
+    driver.run(driver.ctx.on.relation_changed(INGRESS))
     for number in range(SCALESETS):
         driver.add_configurator(quiet_configurator(number, relation_id=number + 1))
     driver.run(driver.ctx.on.update_status())
     assert len(charm_garm.scalesets()) == SCALESETS
     assert driver.state.unit_status == ops.ActiveStatus()
+    assert charm_garm.controller()["metadata_url"] == "http://garm.test/api/v1/metadata"
 
-    charm_garm.clear_requests()
     replans = driver.replans
-    driver.run(driver.ctx.on.update_status())
-
-    calls = charm_garm.requests
-    assert [(c.method, c.path) for c in calls if c.method != "GET"] == [("POST", LOGIN_PATH)]
-    assert refused(calls) == []
-    assert driver.replans == replans
+    for _ in range(2):
+        charm_garm.clear_requests()
+        driver.run(driver.ctx.on.update_status())
+        calls = charm_garm.requests
+        assert [(c.method, c.path) for c in calls if c.method != "GET"] == [("POST", LOGIN_PATH)]
+        assert refused(calls) == []
+        assert driver.replans == replans
+        # Nor a write Juju would see: relation data and secrets are left as they are.
+        assert driver.juju_writes() == {}
 
 
 def test_removing_a_configurator_converges_in_one_hook_without_a_refused_call(
@@ -114,12 +130,6 @@ def test_replan_restarts_garm_with_the_published_providers(driver: CharmDriver, 
     driver.add_configurator(cfg)
     assert sorted(charm_garm.providers()) == ["cfg-1-0", "cfg-2-0"]
     assert driver.state.unit_status == ops.ActiveStatus()
-
-
-def with_relation(state: testing.State, relation: testing.Relation) -> testing.State:
-    """``state`` with ``relation`` in place of the one of the same id."""
-    others = {r for r in state.relations if r.id != relation.id}
-    return dataclasses.replace(state, relations={*others, relation})
 
 
 def test_a_lost_provider_record_is_rebuilt_from_what_garm_runs_with(
