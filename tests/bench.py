@@ -2,9 +2,9 @@
 
 For N scale sets (N configurator relations, one unit, one organisation and one scale set each,
 all on one GitHub App, no idle runner; an ingress relation too) the real charm runs through
-``ops.testing`` with every relation in place from the start; after the deployment converges, the script times whole
-``update-status`` hooks (readiness, login, controller, credentials, entities, templates, scale
-sets, providers, record):
+``ops.testing`` with every relation in place from the start; after the deployment converges,
+the script times whole ``update-status`` hooks (readiness, login, controller, credentials,
+entities, templates, scale sets, providers, record):
 
 - **converged**: nothing changed since the last hook (the median of ``--repeats`` hooks);
 - **10% labels**: one configurator in ten publishes an extra label (a label change starts).
@@ -19,8 +19,9 @@ Juju), counted on ``ops.testing``'s model backend by the charm driver.
 
 ``--garm emulator|real|both`` picks the backends; ``--sizes`` the values of N. The command exits
 non-zero when any converged hook (every repeat, not only the first) wrote to GARM anything but
-the login, or wrote to Juju (``relation-set``, ``secret-set``, ``secret-add``), on any backend. After the table it
-lists, per backend, the GARM calls and hook tools whose count per converged hook grows with N.
+the login, or wrote to Juju (``relation-set``, ``secret-set``, ``secret-add``), on any backend.
+After the table it lists, per backend, the GARM calls and hook tools whose count per converged
+hook grows with N.
 """
 
 from __future__ import annotations
