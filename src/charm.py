@@ -220,6 +220,8 @@ class GarmCharm(ops.CharmBase):
         memory = peer_record.load(self.model)
         state = CharmState.from_charm(self, memory.incumbents)
         stored, record = provider_record.load_record(self.model)
+        if stored is None:
+            record = provider_record.rebuild_missing(workload.planned_providers_json(container))
         providers = provider_record.merge(record, state.providers)
         # Stored before it is published: whatever this hook does next, GARM never runs with a
         # provider the record could forget.

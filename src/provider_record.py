@@ -6,7 +6,9 @@ runners deleted. So the record keeps a departed configurator's provider until no
 names it any more, and the charm publishes the record, not just the current relations.
 
 Lifecycle per hook (leader): read, merge what relations publish (relation data wins), publish,
-reconcile, trim what neither a relation nor a live scale set names, save.
+reconcile, trim what neither a relation nor a live scale set names, save. A record that is
+missing (not one that is unreadable: that stops the hook) is first rebuilt from the providers
+GARM runs with, its last known good copy.
 """
 
 from __future__ import annotations
@@ -79,6 +81,39 @@ def _provider_from(entry: object) -> ProviderConfig:
     if len(strings) != len(_PROVIDER_FIELDS):
         raise ProviderRecordError("provider record holds an incomplete entry")
     return ProviderConfig(**strings)
+
+
+def rebuild_missing(planned: str) -> tuple[ProviderConfig, ...]:
+    """Return the providers GARM runs with, to stand in for a record that is missing.
+
+    Only a missing record is rebuilt; an existing one is the charm's own account. Without this,
+    a configurator that publishes no provider right now (its first phase) would have GARM
+    restarted without the provider its live scale set still names.
+
+    Args:
+        planned: the provider list of the current Pebble plan (empty when there is no plan).
+
+    Returns:
+        The plan's providers; none when the plan has none or its list cannot be read.
+    """
+    if not planned:
+        return ()
+    try:
+        providers = parse_record(planned)
+    except ProviderRecordError as exc:
+        logger.warning(
+            "The provider record is missing and the plan's provider list cannot be read (%s):"
+            " nothing rebuilt",
+            exc,
+        )
+        return ()
+    if providers:
+        logger.warning(
+            "The provider record is missing: rebuilt from the %d provider(s) GARM runs with: %s",
+            len(providers),
+            ", ".join(p.unit_name for p in providers),
+        )
+    return providers
 
 
 def merge(

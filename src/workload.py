@@ -34,6 +34,7 @@ from garm_entrypoint import (
     POSTGRESQL_DB_PORT,
     POSTGRESQL_DB_SSLMODE,
     POSTGRESQL_DB_USERNAME,
+    joined_providers_json,
     split_providers_json,
 )
 
@@ -59,6 +60,7 @@ __all__ = [
     "entrypoint_source",
     "planned_database",
     "planned_environment",
+    "planned_providers_json",
     "proxy_environment",
     "report_check_failed",
     "stand_by",
@@ -357,6 +359,11 @@ def planned_environment(container: ops.Container) -> dict[str, str]:
     if service is None:
         return {}
     return {key: str(value) for key, value in service.environment.items()}
+
+
+def planned_providers_json(container: ops.Container) -> str:
+    """Return the provider list GARM runs with, as planned (empty when there is no plan)."""
+    return joined_providers_json(planned_environment(container))
 
 
 def planned_database(container: ops.Container) -> DatabaseConfig | None:

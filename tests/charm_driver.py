@@ -6,14 +6,20 @@ here the driver hands that environment to the backend at the moment the charm re
 the hook, as the pod would: the emulator loads the environment's providers, the real-GARM
 harness restarts GARM through the charm's entrypoint with it.
 
-Used by the charm's unit tests and by ``tox -e simulate``.
+The driver also counts, per hook, the hook tools the charm called (``relation-get``,
+``secret-set``, ``juju-log``, ...: each one is a process start under real Juju), on
+``ops.testing``'s model backend: :attr:`CharmDriver.tool_calls`, and the writes Juju sees among
+them, :meth:`CharmDriver.juju_writes`.
+
+Used by the charm's unit tests, ``tox -e simulate`` and ``tox -e bench``.
 """
 
 from __future__ import annotations
 
+import collections
 import dataclasses
 import json
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, Protocol
@@ -21,6 +27,7 @@ from unittest import mock
 
 import ops
 from ops import testing
+from scenario import mocking
 
 import workload
 from charm import GarmCharm
@@ -35,6 +42,37 @@ PRIVATE_KEY_VALUE = pkcs1_pem()
 
 register_secret(PASSWORD_SECRET_VALUE, PRIVATE_KEY_VALUE)
 _NOT_SECRET_KEYS = frozenset({"username", "email", "full-name", "providers"})
+
+# The hook tools of ops' model backend (each a process under Juju), as ops.testing mocks them.
+HOOK_TOOLS = (
+    "relation_get",
+    "relation_set",
+    "relation_ids",
+    "relation_list",
+    "relation_remote_app_name",
+    "relation_model_get",
+    "config_get",
+    "is_leader",
+    "status_get",
+    "status_set",
+    "application_version_set",
+    "juju_log",
+    "network_get",
+    "secret_get",
+    "secret_info_get",
+    "secret_set",
+    "secret_add",
+    "secret_remove",
+    "storage_list",
+    "storage_get",
+    "planned_units",
+    "open_port",
+    "close_port",
+    "opened_ports",
+)
+# The hook tools that change what Juju stores: a rewritten relation value fires relation-changed
+# on the other side, a secret-set makes a revision, even with the same content.
+JUJU_WRITES = ("relation_set", "secret_set", "secret_add")
 
 
 def _admin_credentials(state: testing.State) -> tuple[str, str] | None:
@@ -161,6 +199,38 @@ def planned_providers(state: testing.State) -> list[str]:
     return [entry["unit_name"] for entry in json.loads(raw)]
 
 
+class ToolCounter:
+    """Counts hook-tool calls on ``ops.testing``'s model backend while active."""
+
+    def __init__(self) -> None:
+        """Start with no call counted."""
+        self.calls: collections.Counter[str] = collections.Counter()
+
+    @contextmanager
+    def counting(self) -> Iterator[None]:
+        """Wrap every hook tool of the mocked backend with a counter."""
+        backend_class = mocking._MockModelBackend  # pyright: ignore[reportPrivateUsage]
+        originals: dict[str, Callable[..., Any]] = {}
+        for name in HOOK_TOOLS:
+            original = getattr(backend_class, name, None)
+            if original is None:
+                continue
+            originals[name] = original
+            setattr(backend_class, name, self._wrap(name, original))
+        try:
+            yield
+        finally:
+            for name, original in originals.items():
+                setattr(backend_class, name, original)
+
+    def _wrap(self, name: str, original: Callable[..., Any]) -> Callable[..., Any]:
+        def counted(backend: Any, *args: Any, **kwargs: Any) -> Any:
+            self.calls[name] += 1
+            return original(backend, *args, **kwargs)
+
+        return counted
+
+
 class Garm(Protocol):
     """What the driver needs of a GARM backend."""
 
@@ -207,10 +277,21 @@ class CharmDriver:
         self.ctx = testing.Context(GarmCharm, unit_id=unit_id)
         self.state = state
         self.replans = 0
+        self._tools = ToolCounter()
+
+    @property
+    def tool_calls(self) -> collections.Counter[str]:
+        """The hook tools the last hook called, by name."""
+        return collections.Counter(self._tools.calls)
+
+    def juju_writes(self) -> dict[str, int]:
+        """The writes to Juju the last hook made (relation data, secrets), by hook tool."""
+        return {name: self._tools.calls[name] for name in JUJU_WRITES if self._tools.calls[name]}
 
     def run(self, event: testing.context._Event) -> testing.State:  # pyright: ignore[reportPrivateUsage]
         """Run one hook and keep its output state."""
-        with self._wired():
+        self._tools.calls.clear()
+        with self._wired(), self._tools.counting():
             self.state = self.ctx.run(event, self.state)
         _remember_secret_values(self.state)
         if hasattr(self.emulator, "admin"):

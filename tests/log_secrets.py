@@ -6,12 +6,14 @@ registered value. Register test-data secrets at import time, generated ones as t
 
 from __future__ import annotations
 
+import logging
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:  # the simulation imports this module without pytest installed
     import pytest
 
 SECRET_VALUES: set[str] = set()
+_FORMATTER = logging.Formatter()
 
 
 def register_secret(*values: str) -> None:
@@ -20,10 +22,19 @@ def register_secret(*values: str) -> None:
 
 
 def captured_log_text(caplog: pytest.LogCaptureFixture) -> str:
-    """Return every message logged during the test's setup and call phases.
+    """Return everything logged during the test's setup and call phases, tracebacks included.
 
     ``caplog.text`` in a fixture's teardown only holds the teardown phase, so a check written
-    after ``yield`` must read the earlier phases explicitly.
+    after ``yield`` must read the earlier phases explicitly. A record's traceback (``exc_info``)
+    and stack (``stack_info``) reach the log as much as its message does.
     """
     records = [r for phase in ("setup", "call") for r in caplog.get_records(phase)]
-    return "\n".join(r.getMessage() for r in records)
+    return "\n".join(_logged_text(r) for r in records)
+
+
+def _logged_text(record: logging.LogRecord) -> str:
+    parts = [record.getMessage()]
+    if record.exc_info and not record.exc_text:
+        record.exc_text = _FORMATTER.formatException(record.exc_info)
+    parts += [text for text in (record.exc_text, record.stack_info) if text]
+    return "\n".join(parts)

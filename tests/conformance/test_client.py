@@ -31,6 +31,7 @@ from garm import (
 from tests.conformance.conftest import ADMIN_PASSWORD, ADMIN_USERNAME, PROVIDER_NAME, Garm
 from tests.conformance.payloads import scaleset_body
 from tests.github_standin import GitHubStandin
+from tests.log_secrets import SECRET_VALUES
 from tests.rsa_keys import pkcs1_pem
 
 MARKER = "Managed by garm"
@@ -114,6 +115,8 @@ def test_bootstrap_story_from_a_fresh_garm(garm: Garm):
         token = client.login(ADMIN_USERNAME, ADMIN_PASSWORD)
         garm.admin = (ADMIN_USERNAME, ADMIN_PASSWORD)  # for the read views
         assert jwt_claims(token)["iss"] == "garm"
+        # An admin bearer token: the suite's log check knows it as soon as GARM issued it.
+        assert token in SECRET_VALUES
         before_urls = client.get_controller()
         assert before_urls.controller_id
         assert before_urls.metadata_url is None

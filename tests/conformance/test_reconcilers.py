@@ -167,6 +167,19 @@ def test_credential_reconciler_story(client: GarmClient, ready_garm: Garm):
     assert {c["id"] for c in ready_garm.credentials()} >= {foreign_id, drifted_id}
 
 
+def test_a_held_credential_is_not_deleted(client: GarmClient, ready_garm: Garm):
+    # Managed, desired by nobody and used by no entity: only ``held`` keeps it.
+    create_credential(client, CREDENTIAL, MARKER)
+    ready_garm.clear_requests()
+    CredentialReconciler(client).prune([], in_use=set(), held={CREDENTIAL})
+    assert writes(ready_garm) == []
+    assert [c["name"] for c in ready_garm.credentials()] == [CREDENTIAL]
+    # Once its configurator's input is valid again (and desires nothing), it goes.
+    CredentialReconciler(client).prune([], in_use=set())
+    assert [(m, s) for m, _p, s in writes(ready_garm)] == [("DELETE", 204)]
+    assert ready_garm.credentials() == []
+
+
 # --- organisations and repositories -----------------------------------------------------------
 
 
@@ -260,6 +273,27 @@ def test_entity_reconciler_story(client: GarmClient, ready_garm: Garm):
         ("DELETE", "/github/credentials", 204),
     ]
     assert [c["name"] for c in ready_garm.credentials()] == ["foreign"]
+
+
+def test_held_entities_are_not_deleted(client: GarmClient, ready_garm: Garm):
+    # Managed, desired by nobody and without a scale set: only ``held`` keeps them.
+    create_credential(client, CREDENTIAL, MARKER)
+    client.create_organization(ORG, CREDENTIAL, "ab" * 32)
+    owner, _, name = REPO.partition("/")
+    client.create_repository(owner, name, CREDENTIAL, "ab" * 32)
+    held = {("organization", ORG), ("repository", REPO)}
+    ready_garm.clear_requests()
+    in_use = EntityReconciler(client, client.list_credentials()).prune([], [], held=held)
+    assert writes(ready_garm) == []
+    assert [o["name"] for o in ready_garm.organizations()] == [ORG]
+    assert [(r["owner"], r["name"]) for r in ready_garm.repositories()] == [(owner, name)]
+    # What they use stays in use, so the credential pass keeps it too.
+    assert in_use == {CREDENTIAL}
+    # Once their configurator's input is valid again (and desires nothing), they go.
+    EntityReconciler(client, client.list_credentials()).prune([], [])
+    assert sorted(m for m, _p, _s in writes(ready_garm)) == ["DELETE", "DELETE"]
+    assert ready_garm.organizations() == []
+    assert ready_garm.repositories() == []
 
 
 # --- scale sets -------------------------------------------------------------------------------
@@ -502,3 +536,26 @@ def test_scaleset_without_a_template_converges(
     assert [m for m, _p, s in writes(ready_garm) if s == 200] == ["POST"]
     run_pass(reconciler, ready_garm, [spec])
     assert writes(ready_garm) == []
+
+
+@pytest.mark.parametrize("hold", ["name", "application"])
+def test_a_held_scaleset_is_not_swept(
+    client: GarmClient, ready_garm: Garm, entities: dict[str, Any], hold: str
+):
+    reconciler = ScalesetReconciler(client)
+    spec = scaleset_spec(entities["template"], name="held-set")
+    run_pass(reconciler, ready_garm, [spec])
+    live_name = target_scaleset_name("held-set", LABELS)
+    assert live(ready_garm, live_name)
+    # Nothing desires it: held by its logical name, or as one of its configurator's (the
+    # application its provider was derived from), it is left exactly as it is.
+    held = {"held": {"held-set"}} if hold == "name" else {"held_apps": {"garm-configurator"}}
+    ready_garm.clear_requests()
+    reconciler.reconcile([], **held)
+    assert writes(ready_garm) == []
+    assert live(ready_garm, live_name)["enabled"] is True
+    # Not held any more: the sweep disables and deletes it.
+    ready_garm.clear_requests()
+    reconciler.reconcile([])
+    assert [m for m, _p, _s in writes(ready_garm)] == ["PUT", "DELETE"]
+    assert ready_garm.scaleset_by_name(live_name) is None

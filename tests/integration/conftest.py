@@ -2,7 +2,9 @@
 
 The suite needs a reachable Juju controller (with a Kubernetes cloud), ``GARM_CHARM_FILE`` (the
 packed charm) and ``GARM_IMAGE`` (the workload image). When any of them is missing, every test
-is skipped with one reason naming what is missing; nothing is deployed.
+is skipped with one reason naming what is missing, and nothing is deployed; with
+``GARM_REQUIRE_INTEGRATION`` set (the CI workflow sets it) every test fails instead
+(:mod:`tests.integration.prerequisites`).
 """
 
 from __future__ import annotations
@@ -18,9 +20,9 @@ import jubilant
 import pytest
 
 from tests.integration import helpers
+from tests.integration.prerequisites import controller_problem, give_up, input_problems
 
 STUB_DIR = Path(__file__).parent / "charms" / "configurator-stub"
-CONTROLLER_CHECK_TIMEOUT = 60
 PACK_TIMEOUT = 30 * 60
 
 
@@ -30,52 +32,19 @@ def pytest_configure(config: pytest.Config) -> None:
     )
 
 
-def _controller_problem() -> str:
-    """Return why no Juju controller can be used, or "" when one answers."""
-    if shutil.which("juju") is None:
-        return "integration tests need a Juju controller: `juju` not found on PATH"
-    try:
-        subprocess.run(
-            ["juju", "show-controller"],
-            check=True,
-            capture_output=True,
-            timeout=CONTROLLER_CHECK_TIMEOUT,
-        )
-    except subprocess.CalledProcessError:
-        return "integration tests need a Juju controller: `juju show-controller` failed"
-    except subprocess.TimeoutExpired:
-        return (
-            "integration tests need a Juju controller: `juju show-controller` did not answer "
-            f"within {CONTROLLER_CHECK_TIMEOUT} s"
-        )
-    return ""
-
-
-def _input_problems() -> list[str]:
-    problems: list[str] = []
-    charm = os.environ.get("GARM_CHARM_FILE", "")
-    if not charm:
-        problems.append("GARM_CHARM_FILE is not set (path of the packed garm .charm)")
-    elif not Path(charm).is_file():
-        problems.append(f"GARM_CHARM_FILE={charm} is not a file")
-    if not os.environ.get("GARM_IMAGE"):
-        problems.append("GARM_IMAGE is not set (OCI image reference of the GARM workload)")
-    return problems
-
-
 @functools.cache
 def missing_prerequisites() -> str:
     """Return one line naming everything that keeps the suite from running, or ""."""
-    problems = [p for p in (_controller_problem(), *_input_problems()) if p]
+    problems = [p for p in (controller_problem(), *input_problems(os.environ)) if p]
     return "; ".join(problems)
 
 
 @pytest.fixture(scope="session", autouse=True)
 def integration_prerequisites() -> None:
-    """Skip every test, with one shared reason, when the suite cannot run here."""
+    """Skip (or fail, where required) every test, with one reason, when the suite cannot run."""
     reason = missing_prerequisites()
     if reason:
-        pytest.skip(reason)
+        give_up(reason, os.environ)
 
 
 @pytest.hookimpl(wrapper=True)
@@ -113,7 +82,7 @@ def stub_charm(integration_prerequisites: None, tmp_path_factory: pytest.TempPat
     if prepacked:
         return Path(prepacked).resolve()
     if shutil.which("charmcraft") is None:
-        pytest.skip("the configurator stub charm needs `charmcraft` on PATH to be packed")
+        give_up("the configurator stub charm needs `charmcraft` on PATH to be packed", os.environ)
     out = tmp_path_factory.mktemp("configurator-stub")
     subprocess.run(
         ["charmcraft", "pack", "--project-dir", str(STUB_DIR)],

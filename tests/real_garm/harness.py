@@ -43,6 +43,7 @@ from typing import Any, Self
 import httpx
 
 import garm_entrypoint
+from tests.log_secrets import register_secret
 from tests.real_garm import provider_standin
 from tests.real_garm.ports import reserved_port
 from tests.real_garm.provider_standin import Catalogue
@@ -570,7 +571,9 @@ class RealGarm:
         username, password = self.admin
         response = http.post("/auth/login", json={"username": username, "password": password})
         _check(response)
-        return response.json()["token"]
+        token = response.json()["token"]
+        register_secret(token)
+        return token
 
     def _point_endpoint_once(self, authorization: str) -> None:
         """Point ``github.com`` at the stand-in, once per database, before any credential."""

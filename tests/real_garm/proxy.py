@@ -9,6 +9,9 @@ the call is answered with the given status and a GARM-shaped error body without 
 and it is recorded with that status. The simulation uses it to show a phase that needs GARM to
 refuse a delete, which real GARM cannot be made to do on demand.
 
+Every token GARM issues at login joins the registry of secret values
+(:mod:`tests.log_secrets`): it is an admin bearer token, and the suite fails a test that logs it.
+
 One hook is offered for the real-GARM harness: a callable run after GARM accepted the controller
 URLs (``PUT /api/v1/controller``), with the caller's ``Authorization`` header, before the answer
 goes back. The harness uses it to point GARM's ``github.com`` endpoint at the GitHub stand-in at
@@ -30,6 +33,8 @@ from dataclasses import dataclass
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 from urllib.parse import parse_qsl, urlsplit
+
+from tests.log_secrets import register_secret
 
 API_PREFIX = "/api/v1"
 WRITE_METHODS = frozenset({"POST", "PUT", "DELETE", "PATCH"})
@@ -230,6 +235,8 @@ class _ProxyHandler(BaseHTTPRequestHandler):
             and proxy.on_urls_set is not None
         ):
             proxy.on_urls_set(self.headers.get("Authorization", ""))
+        if path == LOGIN_PATH and status == 200:
+            _register_token(answer)
         call = RecordedCall(self.command, path, dict(parse_qsl(split.query)), _parse(body), status)
         proxy.record(call)
         for observe in list(proxy.observers):
@@ -241,6 +248,13 @@ class _ProxyHandler(BaseHTTPRequestHandler):
         self.send_header("Content-Length", str(len(answer)))
         self.end_headers()
         self.wfile.write(answer)
+
+
+def _register_token(answer: bytes) -> None:
+    """Add the session token of GARM's login answer to the secret registry."""
+    data = _parse(answer)
+    if isinstance(data, dict) and isinstance(data.get("token"), str):
+        register_secret(data["token"])
 
 
 def _parse(raw: bytes) -> Any:

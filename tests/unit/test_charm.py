@@ -27,6 +27,7 @@ from tests.charm_driver import (
     planned_providers,
 )
 from tests.garm_emulator import CONSOLIDATION_INTERVAL, GarmEmulator
+from tests.log_secrets import register_secret
 
 
 @pytest.fixture
@@ -318,15 +319,37 @@ def test_two_configurators_create_credentials_entities_and_scalesets(
     assert_no_secret_logged(caplog, out)
 
 
-def test_converged_hook_makes_no_write(driver: CharmDriver, garm: GarmEmulator):
+# What a v0 database provider answers: endpoints and plaintext credentials.
+POSTGRESQL_ANSWER = {"endpoints": "pg:5432", "username": "u", "password": "pg-converged-pass"}
+register_secret(POSTGRESQL_ANSWER["password"])
+
+
+@pytest.mark.parametrize("database", ["answered", "pending"])
+def test_converged_hook_makes_no_write(driver: CharmDriver, garm: GarmEmulator, database: str):
     deploy(driver)
     driver.add_configurator(configurator("cfg-a", relation_id=1))
-    driver.run(driver.ctx.on.update_status())
+    # Behind an ingress, with PostgreSQL related (answered, or not yet: GARM stays on SQLite).
+    answer = POSTGRESQL_ANSWER if database == "answered" else {}
+    for relation in (
+        testing.Relation(
+            "ingress", id=40, remote_app_data={"ingress": json.dumps({"url": "http://garm.test"})}
+        ),
+        testing.Relation("postgresql", id=30, remote_app_data=answer),
+    ):
+        driver.state = dataclasses.replace(
+            driver.state, relations={*driver.state.relations, relation}
+        )
+        driver.run(driver.ctx.on.relation_changed(relation))
+    out = driver.run(driver.ctx.on.update_status())
+    assert out.unit_status == ops.ActiveStatus()
     garm.clear_requests()
     replans = driver.replans
-    driver.run(driver.ctx.on.update_status())
-    assert garm.writes() == []
-    assert driver.replans == replans
+    for _ in range(3):
+        driver.run(driver.ctx.on.update_status())
+        assert garm.writes() == []
+        assert driver.replans == replans
+        # Nothing Juju keeps is rewritten either: the same value still fires relation-changed.
+        assert driver.juju_writes() == {}
 
 
 def test_relation_without_data_does_not_reconcile_to_zero(driver: CharmDriver, garm: GarmEmulator):

@@ -7,13 +7,19 @@ import json
 import logging
 from pathlib import Path
 
+import ops
 import pytest
 from ops import testing
 
 import provider_record
 from desired_state import ProviderConfig
 from garm import ScaleSet
-from tests.charm_driver import CharmDriver, base_state, configurator, planned_providers
+from tests.charm_driver import (
+    CharmDriver,
+    base_state,
+    configurator,
+    planned_providers,
+)
 from tests.garm_emulator import GarmEmulator
 
 
@@ -93,6 +99,24 @@ def test_trim_warns_about_scalesets_without_provider(caplog: pytest.LogCaptureFi
 
 def test_trim_to_empty_when_nothing_needs_a_provider():
     assert provider_record.trim([provider("a-0")], [], []) == ()
+
+
+def test_a_missing_record_is_rebuilt_from_the_plan(caplog: pytest.LogCaptureFixture):
+    planned = provider_record.canonical_json([provider("a-0"), provider("b-0")])
+    rebuilt = provider_record.rebuild_missing(planned)
+    assert [p.unit_name for p in rebuilt] == ["a-0", "b-0"]
+    assert "rebuilt from the 2 provider(s) GARM runs with: a-0, b-0" in caplog.text
+
+
+@pytest.mark.parametrize("planned", ["", "[]"], ids=["no-plan", "no-provider"])
+def test_nothing_to_rebuild_says_nothing(planned: str, caplog: pytest.LogCaptureFixture):
+    assert provider_record.rebuild_missing(planned) == ()
+    assert caplog.text == ""
+
+
+def test_an_unreadable_plan_rebuilds_nothing_and_says_so(caplog: pytest.LogCaptureFixture):
+    assert provider_record.rebuild_missing('[{"unit_name": "a-0"}]') == ()
+    assert "cannot be read (provider record holds an incomplete entry)" in caplog.text
 
 
 # --- through the charm -----------------------------------------------------------------------
@@ -199,3 +223,42 @@ def test_pass_that_did_not_observe_garm_trims_nothing(
     )
     out = driver.run(driver.ctx.on.update_status())
     assert record_units(out) == ["cfg-a-0"]
+
+
+def with_plan_running(state: testing.State, *extra: ProviderConfig) -> testing.State:
+    """``state`` whose plan runs GARM with ``extra`` providers beside its own."""
+    container = state.get_container("garm")
+    layer = container.layers["garm"].to_dict()
+    environment = layer["services"]["garm"]["environment"]
+    providers = provider_record.parse_record(environment["GARM_PROVIDERS_JSON"])
+    environment["GARM_PROVIDERS_JSON"] = provider_record.canonical_json([*providers, *extra])
+    layers = {"garm": ops.pebble.Layer(layer)}
+    return dataclasses.replace(state, containers={dataclasses.replace(container, layers=layers)})
+
+
+def test_plan_providers_never_join_an_existing_record(garm: GarmEmulator, tmp_path: Path):
+    driver = CharmDriver(garm, base_state(tmp_path))
+    driver.add_configurator(configurator("cfg-a", relation_id=1))
+    driver.state = with_plan_running(driver.state, provider("cfg-x-0"))
+    out = driver.run(driver.ctx.on.update_status())
+    # The record is the charm's account: the plan is brought back to it.
+    assert record_units(out) == ["cfg-a-0"]
+    assert planned_providers(out) == ["cfg-a-0"]
+
+
+def test_a_rebuilt_provider_nothing_names_is_trimmed(garm: GarmEmulator, tmp_path: Path):
+    driver = CharmDriver(garm, base_state(tmp_path))
+    driver.add_configurator(configurator("cfg-a", relation_id=1))
+    state = with_plan_running(driver.state, provider("cfg-x-0"))
+    driver.state = dataclasses.replace(
+        state, secrets={s for s in state.secrets if s.label != "garm-providers"}
+    )
+    replans = driver.replans
+    out = driver.run(driver.ctx.on.update_status())
+    # Rebuilt with both, so GARM was not restarted; no relation and no live scale set names
+    # cfg-x-0, so the trim drops it from the record, and the next replan from GARM.
+    assert driver.replans == replans
+    assert record_units(out) == ["cfg-a-0"]
+    assert planned_providers(out) == ["cfg-a-0", "cfg-x-0"]
+    out = driver.run(driver.ctx.on.update_status())
+    assert planned_providers(out) == ["cfg-a-0"]

@@ -1,8 +1,9 @@
 """The GitHub workflow agrees with what the integration suite and tox read.
 
 The workflow cannot run here, so these checks catch the drift that would only show on CI: a
-variable the integration conftest reads that the job does not set, or that tox does not pass
-through, and an action that is not pinned to a commit.
+variable the integration suite reads that the job does not set, or that tox does not pass
+through, a job where the suite could skip green, and an action that is not pinned to a commit.
+The suite's skip-or-fail rule itself is checked here too: it needs no Juju to run.
 """
 
 from __future__ import annotations
@@ -15,11 +16,16 @@ from typing import Any
 import pytest
 import yaml
 
+from tests.integration.prerequisites import REQUIRE_ENV, give_up, input_problems
+
 ROOT = Path(__file__).resolve().parents[2]
 WORKFLOW = ROOT / ".github" / "workflows" / "ci.yaml"
-INTEGRATION_CONFTEST = ROOT / "tests" / "integration" / "conftest.py"
+# Where the integration suite reads its environment.
+INTEGRATION_SOURCES = [
+    ROOT / "tests" / "integration" / name for name in ("conftest.py", "prerequisites.py")
+]
 TOX_INI = ROOT / "tox.ini"
-ENV_READ = re.compile(r"""os\.environ(?:\.get\(|\[)\s*["']([A-Z0-9_]+)["']""")
+ENV_READ = re.compile(r"""environ(?:\.get\(|\[)\s*["']([A-Z0-9_]+)["']""")
 PINNED = re.compile(r"^[\w.-]+/[\w./-]+@[0-9a-f]{40}$")
 
 
@@ -41,7 +47,9 @@ def _integration_step(workflow: dict[str, Any]) -> tuple[dict[str, Any], dict[st
 
 
 def _conftest_variables() -> set[str]:
-    return set(ENV_READ.findall(INTEGRATION_CONFTEST.read_text(encoding="utf-8")))
+    texts = [path.read_text(encoding="utf-8") for path in INTEGRATION_SOURCES]
+    read = {name for text in texts for name in ENV_READ.findall(text)}
+    return read | {REQUIRE_ENV}
 
 
 def test_conftest_reads_the_expected_variables():
@@ -60,6 +68,53 @@ def test_tox_passes_every_variable_the_conftest_reads():
     parser.read(TOX_INI, encoding="utf-8")
     passed = set(parser["testenv:integration"]["pass_env"].split())
     assert _conftest_variables() <= passed
+
+
+def test_the_integration_job_may_not_skip(workflow: dict[str, Any]):
+    _, step = _integration_step(workflow)
+    assert step["env"].get(REQUIRE_ENV) == "1"
+    parser = configparser.ConfigParser(interpolation=None)
+    parser.read(TOX_INI, encoding="utf-8")
+    assert REQUIRE_ENV in parser["testenv:integration"]["pass_env"].split()
+
+
+def _outcome(reason: str, environ: dict[str, str]) -> BaseException:
+    """What ``give_up`` raises; a skip must not end the test that checks it."""
+    try:
+        give_up(reason, environ)
+    except BaseException as exc:  # noqa: BLE001 (pytest's skip and fail are under test)
+        return exc
+    raise AssertionError("give_up returned")
+
+
+@pytest.mark.parametrize("empty", ["GARM_CHARM_FILE", "GARM_IMAGE"])
+def test_an_empty_input_fails_the_suite_where_it_is_required(empty: str, tmp_path: Path):
+    charm = tmp_path / "garm_amd64.charm"
+    charm.write_bytes(b"")
+    environ = {"GARM_CHARM_FILE": str(charm), "GARM_IMAGE": "localhost:32000/garm:1", empty: ""}
+    (problem,) = input_problems(environ)
+    assert problem.startswith(f"{empty} is not set")
+    required = _outcome(problem, {**environ, REQUIRE_ENV: "1"})
+    assert isinstance(required, pytest.fail.Exception)
+    assert str(required).startswith(f"{empty} is not set")
+    assert f"{REQUIRE_ENV} is set" in str(required)
+    # Anywhere else (a laptop without Juju), the suite skips with the same reason.
+    elsewhere = _outcome(problem, environ)
+    assert isinstance(elsewhere, pytest.skip.Exception)
+    assert str(elsewhere) == problem
+
+
+@pytest.mark.parametrize(
+    "path",
+    sorted((ROOT / "tests" / "integration").glob("*.py")),
+    ids=lambda p: p.name,
+)
+def test_the_integration_suite_skips_only_through_give_up(path: Path):
+    # A skip written straight into the suite would skip green in CI too.
+    if path.name == "prerequisites.py":
+        return
+    text = path.read_text(encoding="utf-8")
+    assert not re.search(r"pytest\.(skip|importorskip)\(|mark\.skip", text)
 
 
 def test_integration_runs_on_a_juju_controller_on_kubernetes(workflow: dict[str, Any]):
