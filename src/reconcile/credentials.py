@@ -120,6 +120,7 @@ class CredentialReconciler:
         Raises:
             GarmConnectionError: GARM is unreachable.
             GarmUnauthorizedError: GARM rejected the token.
+            GarmProtocolError: GARM answered in a shape the charm cannot read.
         """
         observed = {c.name: c for c in self.listed if c.name}
         for name, spec in _by_name(desired).items():

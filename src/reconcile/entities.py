@@ -121,6 +121,7 @@ class EntityReconciler:
         Raises:
             GarmConnectionError: GARM is unreachable.
             GarmUnauthorizedError: GARM rejected the token.
+            GarmProtocolError: GARM answered in a shape the charm cannot read.
         """
         for key, spec in _by_key(desired).items():
             if key in held:

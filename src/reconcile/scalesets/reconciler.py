@@ -102,7 +102,8 @@ class ScalesetReconciler:
 
         Raises:
             GarmConnectionError: GARM became unreachable (the pass stops at once).
-            GarmUnauthorizedError: GARM rejected the token (the pass stops before the sweep).
+            GarmUnauthorizedError: GARM rejected the token (the pass stops at once).
+            GarmProtocolError: GARM answered in a shape the charm cannot read (same).
             GarmApiError: a pass-start listing failed.
         """
         return _Pass(self._client, self._clock).run(dedupe_specs(desired), prune, held, held_apps)

@@ -9,6 +9,7 @@ an object the status reports gets a BLOCKED (4xx) or WAITING "will retry" (5xx) 
 from __future__ import annotations
 
 import contextlib
+import re
 from collections.abc import Callable
 from dataclasses import dataclass
 
@@ -33,13 +34,21 @@ from tests.unit.reconcile.scalesets.test_reconciler import (
     _orphan_template,  # pyright: ignore[reportPrivateUsage]
     make_spec,
 )
-from tests.unit.reconcile.scalesets.test_reconciler import (
-    garm as _garm_fixture,  # noqa: F401  # pyright: ignore[reportUnusedImport]
-)
-from tests.unit.reconcile.scalesets.test_reconciler import (
-    reconciler as _reconciler_fixture,  # noqa: F401  # pyright: ignore[reportUnusedImport]
-)
 from tests.unit.reconcile.test_credentials import _spec as credential_spec  # pyright: ignore
+
+
+@pytest.fixture
+def garm(ready_emulator: GarmEmulator, client: GarmClient) -> GarmEmulator:
+    """The emulator with a managed credential and an organisation using it."""
+    CredentialReconciler(client).ensure([credential_spec()])
+    client.create_organization(ORG, CREDENTIAL, "0" * 64)
+    return ready_emulator
+
+
+@pytest.fixture
+def reconciler(garm: GarmEmulator, client: GarmClient) -> ScalesetReconciler:
+    return ScalesetReconciler(client, clock=lambda: garm.now)
+
 
 Act = Callable[[GarmEmulator, GarmClient, ScalesetReconciler], list[Notice]]
 
@@ -105,6 +114,13 @@ CASES = {
     "runners": Case("DELETE", r"/instances/[^/]+", _orphan(with_runner=True), None),
     "deletions": Case("DELETE", r"/github/credentials/\d+", _credential_deletion, None),
 }
+
+
+def _faulted(garm: GarmEmulator, case: Case) -> bool:
+    pattern = re.compile(case.path)
+    return any(r.method == case.method and pattern.fullmatch(r.path) for r in garm.requests)
+
+
 PASS_ENDING = {
     "outage": (GarmConnectionError, lambda g, m, p: g.drop_next(m, p)),
     "401": (GarmUnauthorizedError, lambda g, m, p: g.fail_next(m, p, 401)),
@@ -130,6 +146,7 @@ def test_a_pass_ending_failure_leaves_the_reconciler(
         inject(garm, case.method, case.path)
     with pytest.raises(error):
         case.act(garm, client, reconciler)
+    assert _faulted(garm, case)
 
 
 @pytest.mark.parametrize(
@@ -147,6 +164,7 @@ def test_one_objects_failure_is_contained(
     case = CASES[kind]
     garm.fail_next(case.method, case.path, status)
     notices = case.act(garm, client, reconciler)
+    assert _faulted(garm, case), "the injected failure was never reached"
     if case.subject is None:
         return
     assert [(n.severity, n.subject) for n in notices] == [(severity, case.subject)]
