@@ -18,8 +18,8 @@ from garm.models import (
     CreateScaleSetParams,
     CreateTemplateParams,
     Credential,
-    GarmApiError,
     GarmConnectionError,
+    GarmProtocolError,
     Instance,
     Organization,
     Provider,
@@ -124,7 +124,7 @@ class GarmClient:
         data = self._transport.call("POST", "/auth/login", body, authenticated=False)
         token: object = field_of(data, "token")
         if not isinstance(token, str) or not token:
-            raise GarmApiError("GARM returned no token on login", status=200)
+            raise GarmProtocolError("GARM returned no token on login", status=200)
         self._transport.token = token
         return token
 

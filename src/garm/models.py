@@ -64,6 +64,10 @@ class GarmNotFoundError(GarmApiError):
     """GARM answered 404."""
 
 
+class GarmProtocolError(GarmApiError):
+    """GARM answered, but not in a shape the charm can read (not JSON, a field missing)."""
+
+
 def describe_failure(exc: GarmApiError) -> str:
     """Say in a few words why a call failed, telling an outage from a refusal.
 

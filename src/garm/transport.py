@@ -19,6 +19,7 @@ from garm.models import (
     GarmConflictError,
     GarmConnectionError,
     GarmNotFoundError,
+    GarmProtocolError,
     GarmUnauthorizedError,
     ResponseModel,
 )
@@ -79,7 +80,7 @@ class GarmTransport:
         try:
             return TypeAdapter(list[model]).validate_python(data)
         except ValidationError as exc:
-            raise GarmApiError(f"GARM answered {path} with an unexpected shape") from exc
+            raise GarmProtocolError(f"GARM answered {path} with an unexpected shape") from exc
 
     def call(
         self,
@@ -96,7 +97,7 @@ class GarmTransport:
             try:
                 return response.json() if response.content else None
             except ValueError as exc:
-                raise GarmApiError(
+                raise GarmProtocolError(
                     f"GARM answered {method} {path} with a body that is not JSON",
                     status=response.status_code,
                 ) from exc
@@ -152,7 +153,7 @@ def parse_model(model: type[_M], data: Any) -> _M:
     try:
         return model.model_validate(data)
     except ValidationError as exc:
-        raise GarmApiError(f"GARM sent an unexpected {model.__name__}") from exc
+        raise GarmProtocolError(f"GARM sent an unexpected {model.__name__}") from exc
 
 
 def field_of(data: Any, key: str) -> object:

@@ -76,7 +76,7 @@ def run_chain(
     Raises:
         CharmedTemplateError: the charmed template could not be applied; no scale set was
             touched.
-        GarmApiError: GARM is unreachable, refused the token, or answered a listing wrongly.
+        GarmApiError: a listing failed, or a pass-ending failure (``reconcile.containment``).
     """
     memory = memory or Memory()
     held = state.held

@@ -14,12 +14,12 @@ from collections.abc import Sequence
 from desired_state import DebugSshConnection
 from garm import (
     CreateTemplateParams,
-    GarmApiError,
     GarmClient,
     Template,
     from_base64,
     to_base64,
 )
+from reconcile.containment import contain
 from runner_template import prepend_after_shebang, render_tmate_snippet
 
 logger = logging.getLogger(__name__)
@@ -78,9 +78,10 @@ def apply_charmed_template(client: GarmClient, connections: Sequence[DebugSshCon
         The id of ``github_linux_charmed``, to be used as every scale set's template.
 
     Raises:
-        CharmedTemplateError: a template is missing, has no id or body, or a read or write
-            of a template body failed.
-        GarmApiError: listing the templates failed.
+        CharmedTemplateError: a template is missing, has no id or body, or GARM refused or
+            failed a read or write of a template body.
+        GarmApiError: listing the templates failed, or a pass-ending failure
+            (``reconcile.containment``).
     """
     templates = client.list_templates()
     charmed = _find(templates, GARM_CHARMED_TEMPLATE_NAME)
@@ -107,9 +108,13 @@ def _base_body(client: GarmClient, templates: Sequence[Template]) -> bytes:
         raise CharmedTemplateError(f"Base template '{GARM_BASE_TEMPLATE_NAME}' not found in GARM")
     if not base.id:
         raise CharmedTemplateError(f"Base template '{GARM_BASE_TEMPLATE_NAME}' has no ID")
+    with contain() as refused:
+        encoded = client.get_template(base.id).data or ""
+    if refused.error is not None:
+        raise CharmedTemplateError("Failed to fetch base template data") from refused.error
     try:
-        body = from_base64(client.get_template(base.id).data or "")
-    except (GarmApiError, ValueError) as exc:
+        body = from_base64(encoded)
+    except ValueError as exc:
         raise CharmedTemplateError("Failed to fetch base template data") from exc
     if not body:
         raise CharmedTemplateError(f"Base template '{GARM_BASE_TEMPLATE_NAME}' has no body")
@@ -118,9 +123,16 @@ def _base_body(client: GarmClient, templates: Sequence[Template]) -> bytes:
 
 def _current_body(client: GarmClient, template_id: int) -> bytes | None:
     """Return the charmed template's body, or None when it cannot be read (then rewrite it)."""
+    with contain() as refused:
+        encoded = client.get_template(template_id).data or ""
+    if refused.error is not None:
+        logger.warning(
+            "Cannot read charmed template (id=%s), rewriting it: %s", template_id, refused.error
+        )
+        return None
     try:
-        return from_base64(client.get_template(template_id).data or "")
-    except (GarmApiError, ValueError) as exc:
+        return from_base64(encoded)
+    except ValueError as exc:
         logger.warning("Cannot read charmed template (id=%s), rewriting it: %s", template_id, exc)
         return None
 
@@ -135,12 +147,12 @@ def _update(client: GarmClient, template_id: int, body: bytes, count: int) -> in
         template_id,
         count,
     )
-    try:
+    with contain() as refused:
         client.update_template(template_id, to_base64(body))
-    except GarmApiError as exc:
+    if refused.error is not None:
         raise CharmedTemplateError(
             f"Failed to update charmed template (id={template_id})"
-        ) from exc
+        ) from refused.error
     return template_id
 
 
@@ -152,12 +164,14 @@ def _create(client: GarmClient, body: bytes, count: int) -> int:
         os_type="linux",
         data=to_base64(body),
     )
-    try:
-        created = client.create_template(params)
-    except GarmApiError as exc:
-        raise CharmedTemplateError(
-            f"Failed to create charmed template '{GARM_CHARMED_TEMPLATE_NAME}'"
-        ) from exc
+    with contain() as refused:
+        return _created_id(client.create_template(params), count)
+    raise CharmedTemplateError(
+        f"Failed to create charmed template '{GARM_CHARMED_TEMPLATE_NAME}'"
+    ) from refused.error
+
+
+def _created_id(created: Template, count: int) -> int:
     if not created.id:
         raise CharmedTemplateError(
             f"Created charmed template '{GARM_CHARMED_TEMPLATE_NAME}' has no ID"

@@ -25,14 +25,13 @@ from garm import (
     Credential,
     GarmApiError,
     GarmClient,
-    GarmConnectionError,
-    GarmUnauthorizedError,
     GithubApp,
     UpdateCredentialParams,
     describe_failure,
     to_base64,
 )
 from notices import Notice, Severity
+from reconcile.containment import contain
 from security_events import deleted
 
 logger = logging.getLogger(__name__)
@@ -121,13 +120,14 @@ class CredentialReconciler:
         Raises:
             GarmConnectionError: GARM is unreachable.
             GarmUnauthorizedError: GARM rejected the token.
+            GarmProtocolError: GARM answered in a shape the charm cannot read.
         """
         observed = {c.name: c for c in self.listed if c.name}
         for name, spec in _by_name(desired).items():
             if name in held:
                 continue
             current = observed.get(name)
-            try:
+            with contain() as refused:
                 if current is None:
                     _create(self.client, spec)
                     self._record(spec)
@@ -135,10 +135,8 @@ class CredentialReconciler:
                     self.client, spec, current, rotated=self._rotated(spec)
                 ):
                     self._record(spec)
-            except (GarmConnectionError, GarmUnauthorizedError):
-                raise
-            except GarmApiError as exc:
-                self._refused(spec, exc, created=current is None)
+            if refused.error is not None:
+                self._refused(spec, refused.error, created=current is None)
             if current is not None and not is_claimable(current):
                 logger.warning(
                     "Credential name %s is taken by a credential the charm does not manage"
@@ -255,16 +253,14 @@ def _update_if_drifted(
 
 def _delete(client: GarmClient, credential_id: int, name: str) -> bool:
     logger.info("Deleting GitHub credential %s (id=%s): no longer desired", name, credential_id)
-    try:
+    with contain() as refused:
         client.delete_credential(credential_id)
-    except GarmConnectionError:
-        raise
-    except GarmApiError as exc:
+    if refused.error is not None:
         logger.warning(
             "Cannot delete GitHub credential %s (id=%s): %s; will retry",
             name,
             credential_id,
-            describe_failure(exc),
+            describe_failure(refused.error),
         )
         return False
     deleted("github-credentials", name, credential_id)

@@ -18,16 +18,14 @@ from dataclasses import dataclass
 from desired_state import EntitySpec
 from garm import (
     Credential,
-    GarmApiError,
     GarmClient,
-    GarmConnectionError,
-    GarmUnauthorizedError,
     Organization,
     Repository,
     ScaleSet,
     describe_failure,
 )
-from notices import Notice, Severity, refusal
+from notices import Notice, Severity
+from reconcile.containment import contain
 from reconcile.credentials import is_managed
 from security_events import deleted
 
@@ -123,6 +121,7 @@ class EntityReconciler:
         Raises:
             GarmConnectionError: GARM is unreachable.
             GarmUnauthorizedError: GARM rejected the token.
+            GarmProtocolError: GARM answered in a shape the charm cannot read.
         """
         for key, spec in _by_key(desired).items():
             if key in held:
@@ -175,23 +174,19 @@ class EntityReconciler:
             )
             return
         live = self._observed.get((spec.entity_type, spec.entity_name))
-        try:
+        subject = spec.source or spec.entity_name
+        what = f"{spec.entity_type} {spec.entity_name}"
+        with contain(self.notices, subject, what) as refused:
             if live is None:
                 self._create(spec)
             elif self._needs_credential_update(live, spec):
                 self._update(live, spec)
-        except (GarmConnectionError, GarmUnauthorizedError):
-            raise
-        except GarmApiError as exc:
+        if refused.error is not None:
             logger.warning(
                 "Deferring registration of %s %s; will retry: %s",
                 spec.entity_type,
                 spec.entity_name,
-                exc,
-            )
-            subject = spec.source or spec.entity_name
-            self.notices.append(
-                refusal(subject, exc.status, f"{spec.entity_type} {spec.entity_name}")
+                refused.error,
             )
 
     def _current_credential(self, live: _Observed) -> Credential | None:
@@ -279,20 +274,18 @@ class EntityReconciler:
         logger.info(
             "Deleting %s %s (id=%s): no longer desired", live.entity_type, live.key, live.id
         )
-        try:
+        with contain() as refused:
             if live.entity_type == ORGANIZATION:
                 self._client.delete_organization(live.id)
             else:
                 self._client.delete_repository(live.id)
-        except GarmConnectionError:
-            raise
-        except GarmApiError as exc:
+        if refused.error is not None:
             logger.warning(
                 "Cannot delete %s %s (id=%s): %s; will retry",
                 live.entity_type,
                 live.key,
                 live.id,
-                describe_failure(exc),
+                describe_failure(refused.error),
             )
             return False
         deleted(live.entity_type, live.key, live.id)

@@ -20,8 +20,9 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 
-from garm import GarmApiError, GarmClient, GarmConnectionError, ScaleSet
+from garm import GarmClient, Instance, ScaleSet
 from reconcile.charmed_template import GARM_CHARMED_TEMPLATE_NAME
+from reconcile.containment import contain
 from reconcile.credentials import CredentialReconciler, is_managed
 from reconcile.entities import EntityReconciler
 from reconcile.scalesets.reconciler import ScalesetReconciler
@@ -165,13 +166,11 @@ def _blocked(client: GarmClient, scaleset: ScaleSet) -> BlockedScaleset:
     name = scaleset.name or "(no name)"
     if scaleset.id is None:
         return BlockedScaleset(name, None, ())
-    try:
+    instances: list[Instance] = []
+    with contain() as refused:
         instances = client.list_scaleset_instances(scaleset.id)
-    except GarmConnectionError:
-        raise
-    except GarmApiError as exc:
-        logger.warning("Cannot list the runners of scale set %r: %s", name, exc)
-        instances = []
+    if refused.error is not None:
+        logger.warning("Cannot list the runners of scale set %r: %s", name, refused.error)
     runners = tuple(
         BlockingRunner(
             name=i.name or "(no name)",
@@ -196,13 +195,11 @@ def _delete_charmed_template(client: GarmClient) -> None:
         if template.name != GARM_CHARMED_TEMPLATE_NAME or template.id is None:
             continue
         logger.info("Deleting template %r (id=%s)", template.name, template.id)
-        try:
+        with contain() as refused:
             client.delete_template(template.id)
-        except GarmConnectionError:
-            raise
-        except GarmApiError as exc:
+        if refused.error is not None:
             # The charm's template holds nothing up; a leftover is harmless.
-            logger.warning("Cannot delete template %r: %s", template.name, exc)
+            logger.warning("Cannot delete template %r: %s", template.name, refused.error)
 
 
 def _managed_left(client: GarmClient) -> tuple[int, int]:

@@ -63,6 +63,7 @@ class _Fault:
     error: str | None = None
     details: str = ""
     drop: bool = False
+    garble: bool = False
 
     def matches(self, method: str, path: str) -> bool:
         return self.method in ("*", method) and self.pattern.fullmatch(path) is not None
@@ -258,6 +259,8 @@ class GarmEmulator:
         if fault is not None:
             if fault.drop:
                 return None
+            if fault.garble:
+                return 200, "text/html", b"<html>not GARM</html>"
             return self._error(ApiError(fault.status, fault.details, fault.error))
         if path == "/metrics" and method == "GET":
             return 200, "text/plain; version=0.0.4", METRICS_BODY
@@ -332,6 +335,13 @@ class GarmEmulator:
     def drop_next(self, method: str, path_regex: str, count: int = 1) -> None:
         """Close the connection without answering the next ``count`` matching calls."""
         self._add_fault(_Fault(method.upper(), re.compile(path_regex), count, drop=True))
+
+    def garble_next(self, method: str, path_regex: str, count: int = 1) -> None:
+        """Answer the next ``count`` matching calls with 200 and a body that is not JSON.
+
+        What a proxy or a wrong service in front of GARM would answer; GARM itself never does.
+        """
+        self._add_fault(_Fault(method.upper(), re.compile(path_regex), count, garble=True))
 
     def clear_faults(self) -> None:
         """Forget every pending injected failure."""

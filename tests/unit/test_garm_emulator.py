@@ -817,6 +817,17 @@ def test_drop_next_is_a_transport_error(ready_emulator: GarmEmulator, api: httpx
     assert api.get("/providers").status_code == 200
 
 
+def test_garble_next_answers_200_with_a_body_that_is_not_json(
+    ready_emulator: GarmEmulator, api: httpx.Client
+):
+    ready_emulator.garble_next("GET", "/providers")
+    answer = api.get("/providers")
+    assert answer.status_code == 200
+    with pytest.raises(ValueError):
+        answer.json()
+    assert api.get("/providers").json() is not None
+
+
 def test_stopped_emulator_refuses_connections(ready_emulator: GarmEmulator, api: httpx.Client):
     assert api.get("/providers").status_code == 200
     ready_emulator.stop()

@@ -14,13 +14,13 @@ from collections.abc import Iterable
 from desired_state import ScalesetSpec
 from garm import (
     CreateTemplateParams,
-    GarmApiError,
     GarmClient,
     Template,
     from_base64,
     to_base64,
 )
 from reconcile.charmed_template import GARM_BASE_TEMPLATE_NAME
+from reconcile.containment import contain
 from runner_template import build_template_data
 
 logger = logging.getLogger(__name__)
@@ -132,9 +132,9 @@ class CustomTemplates:
             logger.warning("Cannot delete template %r: GARM lists it without an id", name)
             return
         logger.info("Deleting template %r (id=%s)", name, template.id)
-        try:
+        with contain() as refused:
             self._client.delete_template(template.id)
-        except GarmApiError as exc:
-            logger.warning("Failed to delete template %r; will retry: %s", name, exc)
+        if refused.error is not None:
+            logger.warning("Failed to delete template %r; will retry: %s", name, refused.error)
             return
         del self.templates[name]

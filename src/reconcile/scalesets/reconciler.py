@@ -29,13 +29,11 @@ from typing import Any
 from desired_state import ScalesetSpec, app_of_provider
 from garm import (
     CreateScaleSetParams,
-    GarmApiError,
     GarmClient,
-    GarmConnectionError,
-    GarmUnauthorizedError,
     ScaleSet,
 )
-from notices import Notice, Severity, refusal
+from notices import Notice, Severity
+from reconcile.containment import contain
 from reconcile.scalesets.custom_templates import CustomTemplates
 from reconcile.scalesets.names import dedupe_specs, family_names, family_pattern
 from reconcile.scalesets.params import create_params, needs_update, update_params
@@ -104,7 +102,8 @@ class ScalesetReconciler:
 
         Raises:
             GarmConnectionError: GARM became unreachable (the pass stops at once).
-            GarmUnauthorizedError: GARM rejected the token (the pass stops before the sweep).
+            GarmUnauthorizedError: GARM rejected the token (the pass stops at once).
+            GarmProtocolError: GARM answered in a shape the charm cannot read (same).
             GarmApiError: a pass-start listing failed.
         """
         return _Pass(self._client, self._clock).run(dedupe_specs(desired), prune, held, held_apps)
@@ -168,13 +167,12 @@ class _Pass:
 
         progress: list[ScalesetProgress] = []
         for spec in specs:
-            try:
+            with contain(self.notices, spec.name) as refused:
                 progress += self._reconcile_one(spec, providers, observed, families[spec.name])
-            except (GarmConnectionError, GarmUnauthorizedError):
-                raise
-            except GarmApiError as exc:
-                logger.warning("GARM refused scaleset %r; will retry: %s", spec.name, exc)
-                self.notices.append(refusal(spec.name, exc.status))
+            if refused.error is not None:
+                logger.warning(
+                    "GARM refused scaleset %r; will retry: %s", spec.name, refused.error
+                )
 
         unclaimed = sorted(set(observed) - claimed)
         if unclaimed and not prune:

@@ -15,7 +15,8 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 
 from desired_state import ScalesetSpec
-from garm import GarmApiError, GarmClient, GarmConnectionError, ScaleSet, UpdateScaleSetParams
+from garm import GarmClient, ScaleSet, UpdateScaleSetParams
+from reconcile.containment import contain
 from reconcile.scalesets.custom_templates import CustomTemplates
 from reconcile.scalesets.runners import MAX_JOB_RUNTIME, RunnerRemover, known_time
 from security_events import deleted
@@ -172,41 +173,32 @@ class Retirement:
             logger.warning("Cannot retire scaleset %r: GARM lists it without an id", old.name)
             return False
         logger.info("Retiring scaleset %r (id=%s): disabling it", old.name, old.id)
-        try:
+        with contain() as refused:
             self._client.update_scaleset(
                 old.id, UpdateScaleSetParams(enabled=False, min_idle_runners=0, max_runners=0)
             )
             return True
-        except GarmConnectionError:
-            raise
-        except GarmApiError as exc:
-            logger.warning(
-                "GARM refused to zero scaleset %r; disabling it without max_runners: %s",
-                old.name,
-                exc,
-            )
-        try:
+        logger.warning(
+            "GARM refused to zero scaleset %r; disabling it without max_runners: %s",
+            old.name,
+            refused.error,
+        )
+        with contain() as refused:
             self._client.update_scaleset(
                 old.id, UpdateScaleSetParams(enabled=False, min_idle_runners=0)
             )
             return True
-        except GarmConnectionError:
-            raise
-        except GarmApiError as exc:
-            logger.warning("Failed to disable scaleset %r; will retry: %s", old.name, exc)
-            return False
+        logger.warning("Failed to disable scaleset %r; will retry: %s", old.name, refused.error)
+        return False
 
     def _remaining_runners(self, old: ScaleSet) -> int:
         if old.id is None:
             return 0
-        try:
+        with contain() as refused:
             return len(self._client.list_scaleset_instances(old.id))
-        except GarmConnectionError:
-            raise
-        except GarmApiError as exc:
-            # An unknown count must never read as drained.
-            logger.warning("Cannot list the runners of scaleset %r: %s", old.name, exc)
-            return 1
+        # An unknown count must never read as drained.
+        logger.warning("Cannot list the runners of scaleset %r: %s", old.name, refused.error)
+        return 1
 
     def _drain_deadline_passed(self, old: ScaleSet) -> bool:
         # A disabled predecessor is never rewritten, so updated_at is when it was disabled.
@@ -219,12 +211,10 @@ class Retirement:
         if old.id is None:
             return True
         logger.info("Deleting drained scaleset %r (id=%s)", old.name, old.id)
-        try:
+        with contain() as refused:
             self._client.delete_scaleset(old.id)
-        except GarmConnectionError:
-            raise
-        except GarmApiError as exc:
-            logger.warning("Failed to delete scaleset %r; will retry: %s", old.name, exc)
+        if refused.error is not None:
+            logger.warning("Failed to delete scaleset %r; will retry: %s", old.name, refused.error)
             return False
         self._deleted_ids.add(old.id)
         deleted("scaleset", old.name or "", old.id)

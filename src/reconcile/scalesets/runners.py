@@ -13,13 +13,12 @@ from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
 
 from garm import (
-    GarmApiError,
     GarmClient,
-    GarmConnectionError,
     GarmNotFoundError,
     GarmUnauthorizedError,
     Instance,
 )
+from reconcile.containment import contain
 
 logger = logging.getLogger(__name__)
 
@@ -53,12 +52,12 @@ class RunnerRemover:
         Runners deleted in this pass still count until a later listing drops them, so only 0
         means the scale set is empty.
         """
-        try:
+        with contain() as refused:
             instances = self._client.list_scaleset_instances(scaleset_id)
-        except GarmConnectionError:
-            raise
-        except GarmApiError as exc:
-            logger.warning("Cannot list the runners of scaleset %r; will retry: %s", name, exc)
+        if refused.error is not None:
+            logger.warning(
+                "Cannot list the runners of scaleset %r; will retry: %s", name, refused.error
+            )
             return -1
         refused_level = logging.ERROR if past_deadline else logging.INFO
         for instance in instances:
@@ -129,21 +128,25 @@ class RunnerRemover:
     ) -> bool:
         """Ask GARM to remove a runner; False only when GitHub refused and no bypass was asked."""
         try:
-            self._client.delete_instance(
-                runner, force_remove=force, bypass_github_unauthorized=bypass_github
-            )
-        except GarmNotFoundError:
+            with contain() as refused:
+                self._client.delete_instance(
+                    runner, force_remove=force, bypass_github_unauthorized=bypass_github
+                )
+        except GarmUnauthorizedError:
+            # Without the bypass, GARM relays GitHub's refusal to deregister the runner as a
+            # 401; with it, a 401 can only be GARM rejecting the token, which ends the pass.
+            if bypass_github:
+                raise
+            return False
+        if isinstance(refused.error, GarmNotFoundError):
             logger.info("Runner %r is already gone", runner)
-        except GarmApiError as exc:
-            if isinstance(exc, GarmUnauthorizedError) and not bypass_github:
-                return False
-            # Past the deadline a refusal is an error; an outage stays a warning.
-            outage = isinstance(exc, GarmConnectionError)
+        elif refused.error is not None:
+            # Past the deadline a refusal is an error.
             logger.log(
-                logging.WARNING if outage else max(refused_level, logging.WARNING),
+                max(refused_level, logging.WARNING),
                 "Failed to remove runner %r; will retry: %s",
                 runner,
-                exc,
+                refused.error,
             )
         return True
 

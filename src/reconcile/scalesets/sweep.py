@@ -9,8 +9,9 @@ from __future__ import annotations
 
 import logging
 
-from garm import GarmApiError, GarmClient, GarmConnectionError, ScaleSet, UpdateScaleSetParams
+from garm import GarmClient, ScaleSet, UpdateScaleSetParams
 from notices import Notice, Severity
+from reconcile.containment import contain
 from reconcile.scalesets.names import logical_of
 from reconcile.scalesets.retirement import Phase, draining_phase
 from reconcile.scalesets.runners import RunnerRemover
@@ -63,12 +64,10 @@ class OrphanSweep:
             text = f"{phase} (no longer configured)"
             self._notices.append(Notice(Severity.PROGRESS, subject, text))
             return False
-        try:
+        with contain() as refused:
             self._client.delete_scaleset(scaleset.id)
-        except GarmConnectionError:
-            raise
-        except GarmApiError as exc:
-            logger.warning("Failed to delete scaleset %r; will retry: %s", name, exc)
+        if refused.error is not None:
+            logger.warning("Failed to delete scaleset %r; will retry: %s", name, refused.error)
             self._notices.append(
                 Notice(Severity.PROGRESS, subject, Phase.AWAITING_DELETION.words())
             )
@@ -79,18 +78,16 @@ class OrphanSweep:
         return True
 
     def _disable(self, scaleset_id: int, name: str) -> bool:
-        try:
+        with contain() as refused:
             self._client.update_scaleset(
                 scaleset_id, UpdateScaleSetParams(enabled=False, min_idle_runners=0)
             )
-        except GarmConnectionError:
-            raise
-        except GarmApiError as exc:
+        if refused.error is not None:
             logger.warning(
                 "Failed to disable scaleset %r; deleting it is deferred because GARM refuses to "
                 "delete an enabled scaleset: %s",
                 name,
-                exc,
+                refused.error,
             )
             return False
         return True

@@ -1082,7 +1082,7 @@ def test_failed_template_delete_is_contained(
     garm: GarmEmulator, reconciler: ScalesetReconciler, caplog: pytest.LogCaptureFixture
 ) -> None:
     garm.add_scaleset("gone-0000aaaa", org=ORG, template_id=_orphan_template(garm))
-    garm.drop_next("DELETE", r"/templates/\d+")
+    garm.fail_next("DELETE", r"/templates/\d+", 500)
     with caplog.at_level(logging.WARNING):
         result = reconciler.reconcile([])
     assert names(garm) == set()
