@@ -42,11 +42,6 @@ class Contained:
 
     error: GarmApiError | None = None
 
-    @property
-    def failed(self) -> bool:
-        """Tell whether the object's calls failed (and the failure was contained)."""
-        return self.error is not None
-
 
 @contextmanager
 def contain(
