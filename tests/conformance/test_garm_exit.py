@@ -28,8 +28,8 @@ from tests.conformance.conftest import (
     ADMIN_PASSWORD,
     ADMIN_USERNAME,
     PROVIDER_NAME,
-    _real_garm,
     provider_entry,
+    real_garm_with_provider,
 )
 from tests.conformance.test_drain import _seed_scaleset
 from tests.github_standin import GitHubStandin
@@ -51,7 +51,7 @@ WORKER_START_TIMEOUT = 60.0
 @pytest.fixture
 def real_garm(tmp_path: Path, github: GitHubStandin) -> Iterator[RealGarm]:
     """A real GARM with its controller URLs set."""
-    for garm in _real_garm(tmp_path, github):
+    for garm in real_garm_with_provider(tmp_path, github):
         garm.bootstrap(ADMIN_USERNAME, ADMIN_PASSWORD, urls=True)
         yield garm
 
