@@ -280,7 +280,29 @@ class RealGarm:
     # ---- read views, through GARM's API as the admin --------------------------------------
 
     def get(self, path: str, **params: str) -> Any:
-        """``GET`` one API path as the admin (not recorded) and return the decoded JSON."""
+        """``GET`` one API path as the admin (not recorded) and return the decoded JSON.
+
+        When GARM dies under the call (on its own: it is started again), the call is made again
+        to the GARM started in its place.
+        """
+        exits = len(self.exits)
+        try:
+            return self._get(path, params)
+        except httpx.TransportError:
+            if not self._exit_noted_since(exits):
+                raise
+        return self._get(path, params)
+
+    def _exit_noted_since(self, exits: int) -> bool:
+        """Wait a little for an exit of GARM to be noted (its restart then holds the lock)."""
+        deadline = time.monotonic() + STOP_TIMEOUT
+        while len(self.exits) == exits:
+            if time.monotonic() > deadline:
+                return False
+            time.sleep(0.05)
+        return True
+
+    def _get(self, path: str, params: Mapping[str, str]) -> Any:
         with self._lock:  # not while GARM is being restarted
             url = self._direct_url
         with httpx.Client(base_url=url, timeout=30) as http:
