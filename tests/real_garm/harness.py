@@ -468,11 +468,15 @@ class RealGarm:
         process = self._process
         if process is None or process.poll() is not None:
             raise GarmStartError(f"GARM did not answer in {START_TIMEOUT} s:\n{self.log_tail()}")
-        # Go writes every goroutine's stack to the log on SIGQUIT: where GARM waits.
+        # Go writes every goroutine's stack to the log on SIGQUIT: where GARM waits. Then the
+        # whole group goes, as on a stop.
         with contextlib.suppress(ProcessLookupError):
             os.kill(process.pid, signal.SIGQUIT)
         with contextlib.suppress(subprocess.TimeoutExpired):
             process.wait(timeout=STOP_TIMEOUT)
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(process.pid, signal.SIGKILL)
+        process.wait(timeout=STOP_TIMEOUT)
         raise GarmHungError(
             f"GARM did not answer in {START_TIMEOUT} s (its goroutines: {self.log_path}):\n"
             + self.log_tail()
