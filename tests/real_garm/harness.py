@@ -53,8 +53,8 @@ SKIP_REASON = (
     "(built from cloudbase/garm, see ../shared/garm/README.md)"
 )
 DEFAULT_ADMIN = ("admin", "Real-Garm-Adm1n-Passw0rd-9f3c7a1e")
-# GARM usually answers within a second; under a loaded CI machine (four test workers, each
-# GARM writing its SQLite file) a restart was once seen to take longer than 15 s.
+# GARM answers within a second, a few under load; one that does not answer in this time has
+# hung (seen on restarts with credentials and entities in its database, see _launch).
 START_TIMEOUT = 60.0
 STOP_TIMEOUT = 10.0
 # A GARM that exits on its own is restarted as Pebble restarts it (the charm's layer keeps the
