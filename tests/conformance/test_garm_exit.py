@@ -17,6 +17,7 @@ summary lists them.
 
 from __future__ import annotations
 
+import sys
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -101,13 +102,19 @@ def test_a_garm_that_hangs_at_start_is_dumped_and_started_again(
     hung_once = tmp_path / "hung-once"
     wrapper = tmp_path / "garm-hanging-once"
     wrapper.write_text(
-        "#!/bin/sh\n"
-        f'if [ ! -e "{hung_once}" ]; then\n'
-        f'  : > "{hung_once}"\n'
-        "  trap 'echo SIGQUIT: quit; exit 2' QUIT\n"
-        "  while :; do sleep 0.2; done\n"
-        "fi\n"
-        f'exec "{real_binary}" "$@"\n',
+        f"#!{sys.executable}\n"
+        "import os, pathlib, signal, sys, time\n"
+        f"marker = pathlib.Path({str(hung_once)!r})\n"
+        "if not marker.exists():\n"
+        "    marker.touch()\n"
+        "    def dump(*_):\n"
+        "        print('SIGQUIT: quit', flush=True)\n"
+        "        os._exit(2)\n"
+        "    signal.signal(signal.SIGQUIT, dump)\n"
+        "    signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGQUIT})\n"
+        "    while True:\n"
+        "        time.sleep(0.2)\n"
+        f"os.execv({str(real_binary)!r}, [{str(real_binary)!r}, *sys.argv[1:]])\n",
         encoding="utf-8",
     )
     wrapper.chmod(0o755)
