@@ -28,6 +28,17 @@ def emulator() -> Iterator[GarmEmulator]:
 
 
 @pytest.fixture
+def garm() -> Iterator[GarmEmulator]:
+    """A started GARM emulator with no provider loaded: the charm's replans load them."""
+    emulator = GarmEmulator(providers=[])
+    emulator.start()
+    try:
+        yield emulator
+    finally:
+        emulator.stop()
+
+
+@pytest.fixture
 def ready_emulator(emulator: GarmEmulator) -> GarmEmulator:
     """The emulator after first-run as admin, with the controller URLs set."""
     emulator.bootstrap(username=ADMIN_USERNAME, password=ADMIN_PASSWORD, urls=True)

@@ -31,14 +31,6 @@ from tests.log_secrets import register_secret
 
 
 @pytest.fixture
-def garm():
-    emulator = GarmEmulator(providers=[])
-    emulator.start()
-    yield emulator
-    emulator.stop()
-
-
-@pytest.fixture
 def driver(garm: GarmEmulator, tmp_path: Path) -> CharmDriver:
     return CharmDriver(garm, base_state(tmp_path))
 

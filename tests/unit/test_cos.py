@@ -31,14 +31,6 @@ LOKI_URL = "http://loki-0.loki-endpoints.cos.svc.cluster.local:3100/loki/api/v1/
 OTHER_LOKI_URL = "http://loki-other:3100/loki/api/v1/push"
 
 
-@pytest.fixture
-def garm():
-    emulator = GarmEmulator(providers=[])
-    emulator.start()
-    yield emulator
-    emulator.stop()
-
-
 def offline(tmp_path: Path, *, leader: bool = True, **kwargs: Any) -> testing.State:
     """A unit whose Pebble is not reachable yet: the reconcile stops after the relation data."""
     state = base_state(tmp_path, leader=leader, **kwargs)

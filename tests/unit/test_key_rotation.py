@@ -32,14 +32,6 @@ CREDENTIAL = "app-101-202"
 
 
 @pytest.fixture
-def garm():
-    emulator = GarmEmulator(providers=[])
-    emulator.start()
-    yield emulator
-    emulator.stop()
-
-
-@pytest.fixture
 def driver(garm: GarmEmulator, tmp_path: Path) -> CharmDriver:
     peers = testing.PeerRelation(PEER_RELATION, id=99)
     return CharmDriver(garm, base_state(tmp_path, relations={peers}))

@@ -32,14 +32,6 @@ WAITING_CONFIGURATOR = ops.WaitingStatus("Waiting for garm-configurator relation
 LEADER_SETTINGS_CHANGED = _Event("leader_settings_changed")
 
 
-@pytest.fixture
-def garm():
-    emulator = GarmEmulator(providers=[])
-    emulator.start()
-    yield emulator
-    emulator.stop()
-
-
 def peers(*others: int, app_data: dict[str, str] | None = None) -> testing.PeerRelation:
     """The peer relation as one unit sees it: the other units' ids and the leader's record."""
     return testing.PeerRelation(

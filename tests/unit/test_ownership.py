@@ -28,14 +28,6 @@ B_LIVE = "cfg-b-runners-18515357"
 
 
 @pytest.fixture
-def garm():
-    emulator = GarmEmulator(providers=[])
-    emulator.start()
-    yield emulator
-    emulator.stop()
-
-
-@pytest.fixture
 def driver(garm: GarmEmulator, tmp_path: Path) -> CharmDriver:
     """Both configurators deployed, each scale set with an idle runner."""
     peers = testing.PeerRelation(PEER_RELATION, id=99)

@@ -39,14 +39,6 @@ EVENT_SHAPE = re.compile(r"^[a-z_]+:\S")
 
 
 @pytest.fixture
-def garm() -> Iterator[GarmEmulator]:
-    emulator = GarmEmulator(providers=[])
-    emulator.start()
-    yield emulator
-    emulator.stop()
-
-
-@pytest.fixture
 def driver(garm: GarmEmulator, tmp_path: Path) -> CharmDriver:
     return CharmDriver(garm, base_state(tmp_path))
 

@@ -28,14 +28,6 @@ from tests.unit.test_charm import deploy
 
 
 @pytest.fixture
-def garm() -> Iterator[GarmEmulator]:
-    emulator = GarmEmulator(providers=[])
-    emulator.start()
-    yield emulator
-    emulator.stop()
-
-
-@pytest.fixture
 def driver(garm: GarmEmulator, tmp_path: Path) -> Iterator[CharmDriver]:
     """A deployed charm with one configurator and its idle runner.
 
