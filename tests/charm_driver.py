@@ -9,7 +9,11 @@ harness restarts GARM through the charm's entrypoint with it.
 The driver also counts, per hook, the hook tools the charm called (``relation-get``,
 ``secret-set``, ``juju-log``, ...: each one is a process start under real Juju), on
 ``ops.testing``'s model backend: :attr:`CharmDriver.tool_calls`, and the writes Juju sees among
-them, :meth:`CharmDriver.juju_writes`.
+them, :meth:`CharmDriver.juju_writes`; and the files it pulled from the workload container
+(:attr:`CharmDriver.pulls`).
+
+The container of :func:`base_state` holds what the image ships for agent mode: a manifest and
+small stand-in garm-agent binaries whose digests match it (:func:`write_agent_tools`).
 
 Used by the charm's unit tests, ``tox -e simulate`` and ``tox -e bench``.
 """
@@ -18,6 +22,7 @@ from __future__ import annotations
 
 import collections
 import dataclasses
+import hashlib
 import json
 from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
@@ -29,6 +34,7 @@ import ops
 from ops import testing
 from scenario import mocking
 
+import agent_tools
 import workload
 from charm import GarmCharm
 from garm_entrypoint import joined_providers_json
@@ -169,12 +175,55 @@ def first_phase(cfg: Configurator) -> Configurator:
     return Configurator(relation=relation, secrets=cfg.secrets)
 
 
-def base_state(data_dir: Path, *, leader: bool = True, **kwargs: Any) -> testing.State:
-    """Return a fresh deployment: leader unit, reachable container with its storage mounted."""
+# What the image ships by default: garm-agent for every architecture the rock builds.
+AGENT_ARCHES = ("amd64", "arm64")
+AGENT_VERSION = "v0.1.0-test"
+
+
+def agent_binary(os_arch: str, version: str = AGENT_VERSION) -> bytes:
+    """The stand-in garm-agent binary for one architecture: a few distinct bytes."""
+    return f"garm-agent {version} linux/{os_arch} (test stand-in)\n".encode()
+
+
+def write_agent_tools(
+    directory: Path, arches: tuple[str, ...] = AGENT_ARCHES, version: str = AGENT_VERSION
+) -> Path:
+    """Lay out ``directory`` as the image's garm-agent directory: binaries and their manifest.
+
+    ``directory`` is mounted at ``agent_tools.AGENT_DIR``; the manifest is the rock's format.
+    """
+    tools: list[dict[str, str]] = []
+    for arch in arches:
+        path = agent_tools.binary_path("linux", arch)
+        binary = directory / path.removeprefix(f"{agent_tools.AGENT_DIR}/")
+        binary.parent.mkdir(parents=True, exist_ok=True)
+        binary.write_bytes(agent_binary(arch, version))
+        digest = hashlib.sha256(binary.read_bytes()).hexdigest()
+        tools.append({"os_type": "linux", "os_arch": arch, "sha256": digest, "path": path})
+    manifest = directory / agent_tools.MANIFEST_PATH.removeprefix(f"{agent_tools.AGENT_DIR}/")
+    manifest.write_text(json.dumps({"version": version, "tools": tools}), encoding="utf-8")
+    return directory
+
+
+def base_state(
+    data_dir: Path, *, leader: bool = True, agent_dir: Path | None = None, **kwargs: Any
+) -> testing.State:
+    """Return a fresh deployment: leader unit, reachable container with its storage mounted.
+
+    The container also holds the image's garm-agent directory, from ``agent_dir`` (by default
+    a directory beside ``data_dir`` filled by :func:`write_agent_tools`).
+    """
+    if agent_dir is None:
+        agent_dir = data_dir.with_name(f"{data_dir.name}-garm-agent")
+        if not agent_dir.exists():
+            write_agent_tools(agent_dir)
     container = testing.Container(
         workload.CONTAINER_NAME,
         can_connect=True,
-        mounts={"data": testing.Mount(location=workload.DATA_DIR, source=data_dir)},
+        mounts={
+            "data": testing.Mount(location=workload.DATA_DIR, source=data_dir),
+            "garm-agent": testing.Mount(location=agent_tools.AGENT_DIR, source=agent_dir),
+        },
     )
     return testing.State(
         leader=leader,
@@ -231,6 +280,30 @@ class ToolCounter:
         return counted
 
 
+class PullRecorder:
+    """Records the paths the charm pulls from a container (Pebble) while active."""
+
+    def __init__(self) -> None:
+        """Start with nothing pulled."""
+        self.paths: list[str] = []
+
+    @contextmanager
+    def recording(self) -> Iterator[None]:
+        """Wrap the testing Pebble client's ``pull``."""
+        client_class = mocking._MockPebbleClient  # pyright: ignore[reportPrivateUsage]
+        original = client_class.pull
+
+        def pull(client: Any, path: str, *args: Any, **kwargs: Any) -> Any:
+            self.paths.append(path)
+            return original(client, path, *args, **kwargs)
+
+        client_class.pull = pull  # type: ignore[method-assign]
+        try:
+            yield
+        finally:
+            client_class.pull = original  # type: ignore[method-assign]
+
+
 class Garm(Protocol):
     """What the driver needs of a GARM backend."""
 
@@ -278,11 +351,17 @@ class CharmDriver:
         self.state = state
         self.replans = 0
         self._tools = ToolCounter()
+        self._pulls = PullRecorder()
 
     @property
     def tool_calls(self) -> collections.Counter[str]:
         """The hook tools the last hook called, by name."""
         return collections.Counter(self._tools.calls)
+
+    @property
+    def pulls(self) -> list[str]:
+        """The paths the last hook pulled from the workload container, in order."""
+        return list(self._pulls.paths)
 
     def juju_writes(self) -> dict[str, int]:
         """The writes to Juju the last hook made (relation data, secrets), by hook tool."""
@@ -291,7 +370,8 @@ class CharmDriver:
     def run(self, event: testing.context._Event) -> testing.State:  # pyright: ignore[reportPrivateUsage]
         """Run one hook and keep its output state."""
         self._tools.calls.clear()
-        with self._wired(), self._tools.counting():
+        self._pulls.paths.clear()
+        with self._wired(), self._tools.counting(), self._pulls.recording():
             self.state = self.ctx.run(event, self.state)
         _remember_secret_values(self.state)
         if hasattr(self.emulator, "admin"):

@@ -7,15 +7,22 @@ its entrypoint use, so a path, the Python or the GARM pin cannot drift without a
 from __future__ import annotations
 
 import ast
+import hashlib
+import json
+import os
 import posixpath
 import re
 import shlex
+import shutil
+import subprocess
 import sys
+import textwrap
 from pathlib import Path
 from typing import Any
 
 import pytest
 
+import agent_tools
 import garm_entrypoint
 import provider_shim
 import workload
@@ -24,6 +31,10 @@ from tests.real_garm.pin import GARM_PART, PROVIDER_PART, load_rockcraft, read_p
 REPO_ROOT = Path(__file__).resolve().parents[2]
 SHARED_GARM_README = REPO_ROOT.parent / "shared" / "garm" / "README.md"
 SHIM_PART = "provider-shim"
+AGENT_PART = "garm-agent"
+AGENT_VERSION_FLAG = "github.com/cloudbase/garm-agent/cmd.Version="
+# Every architecture a scale set of the charm may name: agent mode needs a binary for each.
+AGENT_ARCHES = ("amd64", "arm64")
 GARM_VERSION_FLAG = "github.com/cloudbase/garm/util/appdefaults.Version="
 PROVIDER_VERSION_FLAG = "github.com/cloudbase/garm-provider-openstack/provider.Version="
 PROVIDER_RELEASE = "v0.1.5"
@@ -161,3 +172,83 @@ def test_provider_shim_runs_on_the_staged_python_with_the_standard_library_only(
         elif isinstance(node, ast.ImportFrom) and node.module:
             imported.add(node.module.split(".")[0])
     assert imported <= set(sys.stdlib_module_names) | {"__future__"}
+
+
+# --- garm-agent ---------------------------------------------------------------------------------
+
+# Stands in for `go build` when the part's script runs here: writes, as the binary, what the
+# build was asked for, so the test reads it back.
+_FAKE_GO = textwrap.dedent(
+    """\
+    #!{python}
+    import json, os, sys
+    args = sys.argv[1:]
+    assert args[0] == "build", args
+    env = {{k: os.environ.get(k, "") for k in ("GOOS", "GOARCH", "CGO_ENABLED")}}
+    with open(args[args.index("-o") + 1], "w") as out:
+        json.dump({{"args": args, "env": env}}, out)
+    """
+)
+
+
+@pytest.fixture(scope="module")
+def agent_build(rock: dict[str, Any], tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """Run the garm-agent part's override-build with a stand-in `go`; return its install dir."""
+    if shutil.which("bash") is None or shutil.which("sha256sum") is None:
+        pytest.fail("bash and sha256sum are needed to run the garm-agent part's script")
+    root = tmp_path_factory.mktemp("agent-part")
+    bin_dir, install = root / "bin", root / "install"
+    bin_dir.mkdir()
+    install.mkdir()
+    go = bin_dir / "go"
+    go.write_text(_FAKE_GO.format(python=sys.executable), encoding="utf-8")
+    go.chmod(0o755)
+    script = _part(rock, AGENT_PART)["override-build"]
+    env = {
+        **os.environ,
+        "PATH": f"{bin_dir}:{os.environ['PATH']}",
+        "CRAFT_PART_INSTALL": str(install),
+    }
+    subprocess.run(
+        ["bash", "-euo", "pipefail", "-c", script], env=env, cwd=root, check=True, timeout=60
+    )
+    return install
+
+
+def _installed(install: Path, path: str) -> Path:
+    return install / path.lstrip("/")
+
+
+def test_agent_part_is_a_pinned_commit_built_static(rock: dict[str, Any]):
+    part = _part(rock, AGENT_PART)
+    assert part["source"] == "https://github.com/cloudbase/garm-agent.git"
+    assert re.fullmatch(r"[0-9a-f]{40}", str(part["source-commit"]))
+    assert "source-tag" not in part and "source-branch" not in part
+
+
+def test_agent_manifest_names_every_arch_at_the_path_the_charm_reads(agent_build: Path):
+    manifest = _installed(agent_build, agent_tools.MANIFEST_PATH)
+    tools = agent_tools.parse_manifest(manifest.read_text(encoding="utf-8"))
+    assert [(t.os_type, t.os_arch) for t in tools] == [("linux", a) for a in AGENT_ARCHES]
+    for tool in tools:
+        assert tool.path == agent_tools.binary_path(tool.os_type, tool.os_arch)
+        binary = _installed(agent_build, tool.path).read_bytes()
+        assert hashlib.sha256(binary).hexdigest() == tool.sha256
+
+
+def test_agent_binaries_are_static_cross_builds_of_the_pinned_version(
+    rock: dict[str, Any], agent_build: Path
+):
+    manifest = _installed(agent_build, agent_tools.MANIFEST_PATH)
+    tools = agent_tools.parse_manifest(manifest.read_text(encoding="utf-8"))
+    script = _part(rock, AGENT_PART)["override-build"]
+    # One definition of the version: the manifest and the -X flag both come from it.
+    (pinned,) = re.findall(r"^AGENT_VERSION=(\S+)$", script, flags=re.MULTILINE)
+    assert re.fullmatch(r"v[0-9]+\.[0-9]+\.[0-9]+(-[0-9A-Za-z.]+)?", pinned)
+    for tool in tools:
+        assert tool.version == pinned
+        build = json.loads(_installed(agent_build, tool.path).read_text(encoding="utf-8"))
+        assert build["env"] == {"GOOS": "linux", "GOARCH": tool.os_arch, "CGO_ENABLED": "0"}
+        args = build["args"]
+        assert f"{AGENT_VERSION_FLAG}{pinned}" in args[args.index("-ldflags") + 1].split()
+        assert args[-1] == "."
