@@ -37,6 +37,7 @@ SCALESET_DATABAG_KEYS = (
     "pre_install_scripts",
     "org",
     "repo",
+    "enable_shell",
 )
 PROVIDER_DATABAG_KEYS = (
     "openstack_auth_url",

@@ -311,6 +311,8 @@ def _scaleset_spec(c: Contribution, unit: UnitData) -> ScalesetSpec | None:
         pre_install_scripts=_scripts(c, unit, name),
         runner_config=_runner_config(c, unit, name),
         source=c.app,
+        # The schema admits only "true", "false" or nothing; older configurators send nothing.
+        enable_shell=text(data, "enable_shell") == "true",
     )
 
 

@@ -588,6 +588,30 @@ def test_bad_pre_install_scripts_hold_the_scaleset(
     assert any("pre_install_scripts" in w for w in warnings(caplog))
 
 
+@pytest.mark.parametrize(
+    ("raw", "shell"), [(None, False), ("", False), ("false", False), ("true", True)]
+)
+def test_enable_shell_reads_true_or_false_and_absent_is_false(
+    raw: str | None, shell: bool
+) -> None:
+    data = dict(FULL) if raw is None else {**FULL, "enable_shell": raw}
+    parsed = parse(unit(data))
+    assert parsed.problems == ()
+    (spec,) = parsed.scalesets
+    assert spec.enable_shell is shell
+
+
+@pytest.mark.parametrize("raw", ["True", "yes", "1", " true", "false\n"])
+def test_any_other_enable_shell_holds_the_configurator_naming_the_key(
+    caplog: pytest.LogCaptureFixture, raw: str
+) -> None:
+    parsed = parse(unit({**FULL, "enable_shell": raw}))
+    assert parsed.scalesets == ()
+    assert parsed.held.scalesets == {"small"}
+    assert parsed.problems == (InputProblem("garm-configurator/0", "invalid keys: enable_shell"),)
+    assert any("enable_shell" in w for w in warnings(caplog))
+
+
 def test_pre_install_scripts_drop_non_string_bodies() -> None:
     raw = json.dumps({"ok.sh": "true", "bad.sh": 3, "nested": {"x": "y"}})
     parsed = parse(unit({**FULL, "pre_install_scripts": raw}))
@@ -873,6 +897,7 @@ META = {
     "requires": {
         "garm-configurator": {"interface": "garm_configurator_v0"},
         "debug-ssh": {"interface": "debug-ssh"},
+        "ingress": {"interface": "ingress", "limit": 1},
     },
 }
 
