@@ -16,6 +16,7 @@ from collections.abc import Sequence
 import ops
 
 import actions
+import agent_image
 import cos
 import database
 import ingress
@@ -218,7 +219,8 @@ class GarmCharm(ops.CharmBase):
         if db is None:
             return Outcome(ops.WaitingStatus(WAITING_DATABASE))
         memory = peer_record.load(self.model)
-        state = CharmState.from_charm(self, memory.incumbents)
+        tools = agent_image.read_manifest(container)
+        state = CharmState.from_charm(self, memory.incumbents, tools)
         stored, record = provider_record.load_record(self.model)
         if stored is None:
             record = provider_record.rebuild_missing(workload.planned_providers_json(container))
@@ -311,7 +313,7 @@ class GarmCharm(ops.CharmBase):
                 security_events.token_refused(admin.username)
             return _Sync(_sync_failed(exc))
         peer_record.save(self.model, result.memory)
-        return _Sync(_chain_status(state, result.notices), result.live)
+        return _Sync(_chain_status(state, [*result.notices, *state.notices]), result.live)
 
     def _not_answering_status(self) -> ops.StatusBase:
         container = self.unit.get_container(workload.CONTAINER_NAME)

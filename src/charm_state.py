@@ -1,37 +1,68 @@
 """The Juju adapter of the desired state: relation data and secrets read once per pass.
 
 Owns ``CharmState.from_charm``, which builds what one pass wants (a ``DesiredState``) from the
-garm-configurator and debug-ssh relations and the configurator secrets, and the short status
-text of its input problems. The parsing itself lives in ``configurator_parser`` and
-``debug_ssh``, the objects in ``desired_state``. Knows Juju; must not import the GARM client
-or a reconciler.
+garm-configurator and debug-ssh relations and the configurator secrets (with the garm-agent
+binaries the caller read from the image, and the shell kept off without a TLS ingress), and
+the short status text of its input problems. The parsing itself lives in
+``configurator_parser`` and ``debug_ssh``, the objects in ``desired_state``. Knows Juju; must
+not import the GARM client or a reconciler.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 from collections.abc import Sequence
+from urllib.parse import urlsplit
 
 import ops
 
+import ingress
 from configurator_contract import CONFIGURATOR_RELATION_NAME, unpublished_relation_ids
 from configurator_parser import parse_configurator_units
 from debug_ssh import DEBUG_SSH_RELATION_NAME, parse_debug_ssh
-from desired_state import DesiredState, Incumbents, InputProblem, SecretReader, UnitData
+from desired_state import (
+    AgentTools,
+    DesiredState,
+    Incumbents,
+    InputProblem,
+    ScalesetSpec,
+    SecretReader,
+    UnitData,
+)
+from notices import Notice, Severity
 
 logger = logging.getLogger(__name__)
 
+# A shell is asked of GARM only when runners reach it over TLS (``withhold_shell``).
+TLS_SCHEME = "https"
+SHELL_NEEDS_TLS = "the shell needs a TLS ingress (https)"
 
+
+@dataclasses.dataclass(frozen=True)
 class CharmState(DesiredState):
-    """The desired state as read from Juju: ``DesiredState`` with its Juju reader."""
+    """The desired state as read from Juju: ``DesiredState`` with its Juju reader.
+
+    Attributes:
+        shell_withheld: scale sets that ask for a shell GARM is not asked for, because GARM's
+            external URL is not https.
+    """
+
+    shell_withheld: tuple[str, ...] = ()
 
     @classmethod
-    def from_charm(cls, charm: ops.CharmBase, incumbents: Incumbents | None = None) -> CharmState:
-        """Read the configurator and debug-ssh relations and their secrets.
+    def from_charm(
+        cls,
+        charm: ops.CharmBase,
+        incumbents: Incumbents | None = None,
+        tools: AgentTools | None = None,
+    ) -> CharmState:
+        """Read the configurator, debug-ssh and ingress relations and the secrets.
 
         Args:
             charm: the charm whose model is read.
             incumbents: who holds which name in GARM (as the last pass saw it).
+            tools: the garm-agent binaries the image ships, as read from its manifest.
 
         Returns:
             The parsed state (a ``DesiredState``).
@@ -44,11 +75,12 @@ class CharmState(DesiredState):
         )
         debug = parse_debug_ssh(_relation_units(debug_relations))
         unpublished = unpublished_relation_ids([r.id for r in relations], units)
+        scalesets, withheld = withhold_shell(parsed.scalesets, ingress.external_base_url(charm))
         return cls(
             providers=parsed.providers,
             credentials=parsed.credentials,
             entities=parsed.entities,
-            scalesets=parsed.scalesets,
+            scalesets=scalesets,
             debug_ssh=debug.connections,
             configurator_relation_count=len(relations),
             unpublished_relation_ids=unpublished,
@@ -56,7 +88,39 @@ class CharmState(DesiredState):
             problems=parsed.problems + debug.problems,
             held=parsed.held,
             prune=not parsed.identity_unknown and not unpublished,
+            agent_tools=tools or AgentTools(),
+            shell_withheld=withheld,
         )
+
+    @property
+    def notices(self) -> tuple[Notice, ...]:
+        """What the Juju side holds back this pass, for the status beside the chain's notices."""
+        # Only the operator can give GARM a TLS ingress; the scale sets run on without a shell.
+        withheld = self.shell_withheld
+        return tuple(Notice(Severity.BLOCKED, name, SHELL_NEEDS_TLS) for name in withheld)
+
+
+def withhold_shell(
+    scalesets: Sequence[ScalesetSpec], base_url: str
+) -> tuple[tuple[ScalesetSpec, ...], tuple[str, ...]]:
+    """Keep the shell off where GARM's external URL is not https.
+
+    Runners' agents reach GARM at the controller's agent URL, under ``base_url``; over plain
+    HTTP the shell's keystrokes and output and the agent's token would cross the network in
+    clear text, and the pinned garm-agent does not refuse that itself.
+
+    Returns:
+        The scale sets as GARM should get them, and the names of those whose shell is withheld.
+    """
+    if urlsplit(base_url).scheme == TLS_SCHEME:
+        return tuple(scalesets), ()
+    withheld = tuple(sorted({s.name for s in scalesets if s.enable_shell}))
+    if withheld:
+        logger.warning(
+            "not enabling the shell of %s: GARM's external URL is not https (no TLS ingress)",
+            ", ".join(withheld),
+        )
+    return tuple(dataclasses.replace(s, enable_shell=False) for s in scalesets), withheld
 
 
 def describe_problems(problems: Sequence[InputProblem]) -> str:

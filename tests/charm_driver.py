@@ -34,7 +34,7 @@ import ops
 from ops import testing
 from scenario import mocking
 
-import agent_tools
+import agent_image
 import workload
 from charm import GarmCharm
 from garm_entrypoint import joined_providers_json
@@ -190,17 +190,17 @@ def write_agent_tools(
 ) -> Path:
     """Lay out ``directory`` as the image's garm-agent directory: binaries and their manifest.
 
-    ``directory`` is mounted at ``agent_tools.AGENT_DIR``; the manifest is the rock's format.
+    ``directory`` is mounted at ``agent_image.AGENT_DIR``; the manifest is the rock's format.
     """
     tools: list[dict[str, str]] = []
     for arch in arches:
-        path = agent_tools.binary_path("linux", arch)
-        binary = directory / path.removeprefix(f"{agent_tools.AGENT_DIR}/")
+        path = agent_image.binary_path("linux", arch)
+        binary = directory / path.removeprefix(f"{agent_image.AGENT_DIR}/")
         binary.parent.mkdir(parents=True, exist_ok=True)
         binary.write_bytes(agent_binary(arch, version))
         digest = hashlib.sha256(binary.read_bytes()).hexdigest()
         tools.append({"os_type": "linux", "os_arch": arch, "sha256": digest, "path": path})
-    manifest = directory / agent_tools.MANIFEST_PATH.removeprefix(f"{agent_tools.AGENT_DIR}/")
+    manifest = directory / agent_image.MANIFEST_PATH.removeprefix(f"{agent_image.AGENT_DIR}/")
     manifest.write_text(json.dumps({"version": version, "tools": tools}), encoding="utf-8")
     return directory
 
@@ -222,7 +222,7 @@ def base_state(
         can_connect=True,
         mounts={
             "data": testing.Mount(location=workload.DATA_DIR, source=data_dir),
-            "garm-agent": testing.Mount(location=agent_tools.AGENT_DIR, source=agent_dir),
+            "garm-agent": testing.Mount(location=agent_image.AGENT_DIR, source=agent_dir),
         },
     )
     return testing.State(

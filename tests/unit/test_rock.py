@@ -22,7 +22,7 @@ from typing import Any
 
 import pytest
 
-import agent_tools
+import agent_image
 import garm_entrypoint
 import provider_shim
 import workload
@@ -227,11 +227,11 @@ def test_agent_part_is_a_pinned_commit_built_static(rock: dict[str, Any]):
 
 
 def test_agent_manifest_names_every_arch_at_the_path_the_charm_reads(agent_build: Path):
-    manifest = _installed(agent_build, agent_tools.MANIFEST_PATH)
-    tools = agent_tools.parse_manifest(manifest.read_text(encoding="utf-8"))
+    manifest = _installed(agent_build, agent_image.MANIFEST_PATH)
+    tools = agent_image.parse_manifest(manifest.read_text(encoding="utf-8"))
     assert [(t.os_type, t.os_arch) for t in tools] == [("linux", a) for a in AGENT_ARCHES]
     for tool in tools:
-        assert tool.path == agent_tools.binary_path(tool.os_type, tool.os_arch)
+        assert tool.path == agent_image.binary_path(tool.os_type, tool.os_arch)
         binary = _installed(agent_build, tool.path).read_bytes()
         assert hashlib.sha256(binary).hexdigest() == tool.sha256
 
@@ -239,8 +239,8 @@ def test_agent_manifest_names_every_arch_at_the_path_the_charm_reads(agent_build
 def test_agent_binaries_are_static_cross_builds_of_the_pinned_version(
     rock: dict[str, Any], agent_build: Path
 ):
-    manifest = _installed(agent_build, agent_tools.MANIFEST_PATH)
-    tools = agent_tools.parse_manifest(manifest.read_text(encoding="utf-8"))
+    manifest = _installed(agent_build, agent_image.MANIFEST_PATH)
+    tools = agent_image.parse_manifest(manifest.read_text(encoding="utf-8"))
     script = _part(rock, AGENT_PART)["override-build"]
     # One definition of the version: the manifest and the -X flag both come from it.
     (pinned,) = re.findall(r"^AGENT_VERSION=(\S+)$", script, flags=re.MULTILINE)

@@ -1,11 +1,10 @@
-"""garm-agent on the Juju side: the binaries the workload image ships, and the shell's TLS need.
+"""garm-agent as the workload image ships it, read through Pebble.
 
-Owns where the image keeps garm-agent (``AGENT_DIR``, the manifest at ``MANIFEST_PATH``, written
-by the rock's ``garm-agent`` part), the one parse of that manifest into ``AgentTools`` (a
-``problem`` naming the path when it is missing or malformed), the ``ToolReader`` that pulls one
-binary through Pebble and checks it against its manifest digest, and which scale sets asked for
-a shell GARM cannot give them (the shell needs the agent to reach GARM over TLS). Knows Pebble,
-not GARM: the upload step in ``reconcile`` decides what to upload and calls the reader.
+Owns where the image keeps garm-agent (``AGENT_DIR``, the manifest at ``MANIFEST_PATH``, both
+written by the rock's ``garm-agent`` part), the one parse of that manifest into ``AgentTools``
+(a ``problem`` naming the path when it is missing or malformed), and the ``ToolReader`` that
+pulls one binary and checks it against its manifest digest. Knows Pebble, not GARM: the tool
+step in ``reconcile`` decides what to upload and calls the reader only for that.
 """
 
 from __future__ import annotations
@@ -15,14 +14,11 @@ import json
 import logging
 import posixpath
 import re
-from collections.abc import Sequence
-from dataclasses import replace
 from typing import cast
-from urllib.parse import urlsplit
 
 import ops
 
-from desired_state import AgentTool, AgentTools, AgentToolUnreadable, ScalesetSpec, ToolReader
+from desired_state import AgentTool, AgentTools, AgentToolUnreadable, ToolReader
 
 logger = logging.getLogger(__name__)
 
@@ -33,8 +29,6 @@ OS_TYPES = ("linux", "windows")
 _ARCH = re.compile(r"[a-z0-9_]{1,16}")
 _SHA256 = re.compile(r"[0-9a-f]{64}")
 _VERSION = re.compile(r"[0-9A-Za-z.+_-]{1,64}")
-# The shell is asked of GARM only when the agent reaches GARM over TLS (withhold_shell).
-TLS_SCHEME = "https"
 
 
 def binary_path(os_type: str, os_arch: str) -> str:
@@ -143,29 +137,6 @@ def tool_reader(container: ops.Container) -> ToolReader:
         return data
 
     return read
-
-
-def withhold_shell(
-    scalesets: Sequence[ScalesetSpec], base_url: str
-) -> tuple[tuple[ScalesetSpec, ...], tuple[str, ...]]:
-    """Keep the shell off where GARM's external URL is not TLS.
-
-    The agent reaches GARM at the controller's agent URL, under ``base_url``; over a plain
-    connection the shell's keystrokes and the agent's token would cross the network in clear
-    text, so the shell is asked of GARM only behind a TLS ingress.
-
-    Returns:
-        The scale sets as GARM should get them, and the names of those whose shell is withheld.
-    """
-    if urlsplit(base_url).scheme == TLS_SCHEME:
-        return tuple(scalesets), ()
-    withheld = tuple(sorted({s.name for s in scalesets if s.enable_shell}))
-    if withheld:
-        logger.warning(
-            "not enabling the shell of %s: the external URL is not https (no TLS ingress)",
-            ", ".join(withheld),
-        )
-    return tuple(replace(s, enable_shell=False) for s in scalesets), withheld
 
 
 def _problem(text: str) -> AgentTools:

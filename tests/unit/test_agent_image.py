@@ -16,9 +16,9 @@ import ops
 import pytest
 from ops import testing
 
-import agent_tools
+import agent_image
 from charm import GarmCharm
-from desired_state import AgentToolUnreadable, ScalesetSpec
+from desired_state import AgentToolUnreadable
 from tests.charm_driver import AGENT_VERSION, agent_binary, base_state, write_agent_tools
 
 
@@ -54,7 +54,7 @@ def write_manifest(agent_dir: Path, text: str) -> None:
 
 def test_the_manifest_reads_into_one_tool_per_arch(data: Path, agent_dir: Path):
     with workload_container(data, agent_dir) as container:
-        read = agent_tools.read_manifest(container)
+        read = agent_image.read_manifest(container)
     assert read.problem == ""
     assert [(t.os_type, t.os_arch, t.version) for t in read.tools] == [
         ("linux", "amd64", AGENT_VERSION),
@@ -70,7 +70,7 @@ def test_a_missing_manifest_is_a_problem_naming_its_path(
 ):
     (agent_dir / "manifest.json").unlink()
     with workload_container(data, agent_dir) as container:
-        read = agent_tools.read_manifest(container)
+        read = agent_image.read_manifest(container)
     assert read.tools == ()
     assert read.problem == "no manifest at /opt/garm-agent/manifest.json in the workload image"
     assert read.problem in caplog.text
@@ -100,7 +100,7 @@ def test_a_malformed_manifest_is_a_problem_naming_path_and_field(
     changed = change(manifest_of(agent_dir))
     write_manifest(agent_dir, changed if isinstance(changed, str) else json.dumps(changed))
     with workload_container(data, agent_dir) as container:
-        read = agent_tools.read_manifest(container)
+        read = agent_image.read_manifest(container)
     assert read.tools == ()
     assert read.problem == f"/opt/garm-agent/manifest.json is malformed ({fault})"
 
@@ -113,8 +113,8 @@ def _tool0(manifest: dict[str, object], **fields: object) -> dict[str, object]:
 
 def test_the_reader_returns_a_binary_that_matches_its_digest(data: Path, agent_dir: Path):
     with workload_container(data, agent_dir) as container:
-        (amd64, _) = agent_tools.read_manifest(container).tools
-        assert agent_tools.tool_reader(container)(amd64) == agent_binary("amd64")
+        (amd64, _) = agent_image.read_manifest(container).tools
+        assert agent_image.tool_reader(container)(amd64) == agent_binary("amd64")
 
 
 def test_the_reader_refuses_a_binary_that_does_not_match_its_digest(
@@ -122,9 +122,9 @@ def test_the_reader_refuses_a_binary_that_does_not_match_its_digest(
 ):
     (agent_dir / "linux" / "arm64" / "garm-agent").write_bytes(b"tampered")
     with workload_container(data, agent_dir) as container:
-        (_, arm64) = agent_tools.read_manifest(container).tools
+        (_, arm64) = agent_image.read_manifest(container).tools
         with pytest.raises(AgentToolUnreadable) as raised:
-            agent_tools.tool_reader(container)(arm64)
+            agent_image.tool_reader(container)(arm64)
     assert str(raised.value) == (
         "/opt/garm-agent/linux/arm64/garm-agent does not match its sha256 in the manifest"
     )
@@ -134,36 +134,6 @@ def test_the_reader_refuses_a_binary_that_does_not_match_its_digest(
 def test_the_reader_refuses_a_binary_that_is_not_there(data: Path, agent_dir: Path):
     (agent_dir / "linux" / "amd64" / "garm-agent").unlink()
     with workload_container(data, agent_dir) as container:
-        (amd64, _) = agent_tools.read_manifest(container).tools
+        (amd64, _) = agent_image.read_manifest(container).tools
         with pytest.raises(AgentToolUnreadable, match=r"cannot read /opt/garm-agent/linux/amd64"):
-            agent_tools.tool_reader(container)(amd64)
-
-
-def _spec(name: str, shell: bool) -> ScalesetSpec:
-    return ScalesetSpec(
-        name=name,
-        provider_name="cfg-0",
-        image="img",
-        flavor="m1",
-        os_arch="amd64",
-        min_idle_runners=0,
-        max_runners=1,
-        entity_type="organization",
-        entity_name="canonical",
-        enable_shell=shell,
-    )
-
-
-def test_the_shell_is_kept_behind_tls():
-    specs = (_spec("a", True), _spec("b", False))
-    assert agent_tools.withhold_shell(specs, "https://garm.example.com") == (specs, ())
-
-
-@pytest.mark.parametrize(
-    "base_url", ["http://garm.example.com", "http://garm.models.svc.cluster.local:8080"]
-)
-def test_the_shell_is_withheld_without_tls(base_url: str):
-    specs = (_spec("b", True), _spec("a", True), _spec("c", False))
-    kept, withheld = agent_tools.withhold_shell(specs, base_url)
-    assert [(s.name, s.enable_shell) for s in kept] == [("b", False), ("a", False), ("c", False)]
-    assert withheld == ("a", "b")
+            agent_image.tool_reader(container)(amd64)
