@@ -338,9 +338,7 @@ class GarmClient:
             "X-Tool-OS-Arch": os_arch,
             "X-Tool-Version": version,
         }
-        answer = self._transport.call(
-            "POST", "/tools/garm-agent", content=data, headers=headers
-        )
+        answer = self._transport.call("POST", "/tools/garm-agent", content=data, headers=headers)
         return parse_model(FileObject, answer)
 
 

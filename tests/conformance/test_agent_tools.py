@@ -92,7 +92,16 @@ def test_uploads_keep_the_newest_tool_per_os_and_arch(admin: httpx.Client, ready
     first = admin.post(TOOLS, content=b"amd64 v1", headers=tool_headers())
     assert first.status_code == 200
     stored = first.json()
-    assert set(stored) == {"id", "created_at", "updated_at", "name", "size", "tags", "sha256", "file_type"}
+    assert set(stored) == {
+        "id",
+        "created_at",
+        "updated_at",
+        "name",
+        "size",
+        "tags",
+        "sha256",
+        "file_type",
+    }
     assert (stored["name"], stored["size"], stored["sha256"]) == (
         "garm-agent-linux-amd64",
         8,

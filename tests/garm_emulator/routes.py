@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from .state import INVALID_REQUEST, JSON_NULL, ApiError, GarmState
-from .tools import ToolRefused
+from .tools import ToolRefusedError
 from .wire import to_wire
 
 # (state, path parameters, query, decoded body) -> (status, JSON payload or None for no body)
@@ -197,13 +197,15 @@ def _delete_template(s: GarmState, p: tuple[str, ...], _q: dict[str, str], _b: d
 
 
 def _list_tools(s: GarmState, _p: tuple[str, ...], q: dict[str, str], _b: dict[str, Any]):
-    return 200, to_wire("GARMAgentToolsPaginatedResponse", s.tools.page(q, s.controller.metadata_url))
+    return 200, to_wire(
+        "GARMAgentToolsPaginatedResponse", s.tools.page(q, s.controller.metadata_url)
+    )
 
 
 def _upload_tool(s: GarmState, _p: tuple[str, ...], _q: dict[str, str], b: dict[str, Any]):
     try:
         stored = s.tools.upload(b["headers"], b["content"], s.now)
-    except ToolRefused as exc:
+    except ToolRefusedError as exc:
         raise ApiError(exc.status, exc.details) from None
     return 200, to_wire("FileObject", stored)
 
@@ -211,7 +213,7 @@ def _upload_tool(s: GarmState, _p: tuple[str, ...], _q: dict[str, str], b: dict[
 def _download_tool(s: GarmState, p: tuple[str, ...], _q: dict[str, str], _b: dict[str, Any]):
     try:
         s.tools.admin_download(_int_id(p[0]))
-    except ToolRefused as exc:
+    except ToolRefusedError as exc:
         raise ApiError(exc.status, exc.details) from None
     return 200, None  # never reached: GARM's admin download refuses every tool
 

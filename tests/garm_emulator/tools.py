@@ -40,7 +40,7 @@ TEXT_TYPE = "text/plain; charset=utf-8"
 BINARY_TYPE = "application/octet-stream"
 
 
-class ToolRefused(Exception):
+class ToolRefusedError(Exception):
     """GARM refused an upload or a download: ``status`` and GARM's ``details``."""
 
     def __init__(self, status: int, details: str) -> None:
@@ -99,11 +99,11 @@ class ToolStore:
         os_arch = headers.get("x-tool-os-arch", "")
         version = headers.get("x-tool-version", "")
         if not (name and os_type and os_arch and version):
-            raise ToolRefused(400, MISSING_HEADERS)
+            raise ToolRefusedError(400, MISSING_HEADERS)
         if os_type not in OS_TYPES:
-            raise ToolRefused(400, BAD_OS_TYPE)
+            raise ToolRefusedError(400, BAD_OS_TYPE)
         if os_arch not in OS_ARCHES:
-            raise ToolRefused(400, BAD_OS_ARCH)
+            raise ToolRefusedError(400, BAD_OS_ARCH)
         self.last_id += 1
         tool = StoredTool(
             id=self.last_id,
@@ -116,7 +116,9 @@ class ToolStore:
             created_at=now,
             updated_at=now,
         )
-        for old in [t for t in self.tools.values() if (t.os_type, t.os_arch) == (os_type, os_arch)]:
+        for old in [
+            t for t in self.tools.values() if (t.os_type, t.os_arch) == (os_type, os_arch)
+        ]:
             del self.tools[old.id]
         self.tools[tool.id] = tool
         return {
@@ -171,12 +173,12 @@ class ToolStore:
         """The admin download route: refused for every id, as GARM's is (see module doc)."""
         tool = self.tools.get(tool_id)
         if tool is None:
-            raise ToolRefused(
+            raise ToolRefusedError(
                 404,
                 "failed to validate tools request: failed to list files: "
                 f"could not find file object with ID: {tool_id}",
             )
-        raise ToolRefused(
+        raise ToolRefusedError(
             400,
             "failed to validate tools request: requested tools OS type "
             f"({tool.os_type}) does not match instance OS type ()",
