@@ -251,7 +251,7 @@ class AgentTools:
     problem: str = ""
 
 
-class AgentToolUnreadable(Exception):
+class AgentToolUnreadable(Exception):  # noqa: N818 (the shared interface's name)
     """A shipped garm-agent binary could not be read, or does not match its manifest digest."""
 
 
