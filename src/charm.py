@@ -30,6 +30,7 @@ import workload
 from charm_state import CharmState, describe_problems
 from configurator_contract import CONFIGURATOR_RELATION_NAME
 from debug_ssh import DEBUG_SSH_RELATION_NAME
+from desired_state import ToolReader
 from garm import (
     GARM_API_URL,
     READY_TIMEOUT,
@@ -229,7 +230,7 @@ class GarmCharm(ops.CharmBase):
         # provider the record could forget.
         stored = provider_record.save_record(self.app, self.model, stored, providers)
         self._apply_workload(container, owned, db, providers)
-        sync = self._sync_garm(state, owned.admin, memory)
+        sync = self._sync_garm(state, owned.admin, memory, agent_image.tool_reader(container))
         kept = provider_record.trim(providers, state.providers, sync.live)
         provider_record.save_record(self.app, self.model, stored, kept)
         return Outcome(sync.status, describe_problems(state.problems), state.blocked)
@@ -267,7 +268,11 @@ class GarmCharm(ops.CharmBase):
 
     @traced("reconcile.garm")
     def _sync_garm(
-        self, state: CharmState, admin: secrets_store.AdminCredentials, memory: Memory
+        self,
+        state: CharmState,
+        admin: secrets_store.AdminCredentials,
+        memory: Memory,
+        read_tool: ToolReader,
     ) -> _Sync:
         """Bootstrap GARM and run the reconcile chain; the live scale sets if the chain ran."""
         with GarmClient(self.garm_api_url) as client:
@@ -285,7 +290,7 @@ class GarmCharm(ops.CharmBase):
                     logger.info("GARM first-run done; admin user %s created", admin.username)
             except GarmApiError as exc:
                 return _Sync(_sync_failed(exc))
-            return self._run_chain(client, state, admin, memory)
+            return self._run_chain(client, state, admin, memory, read_tool)
 
     @traced("reconcile.chain")
     def _run_chain(
@@ -294,6 +299,7 @@ class GarmCharm(ops.CharmBase):
         state: CharmState,
         admin: secrets_store.AdminCredentials,
         memory: Memory,
+        read_tool: ToolReader,
     ) -> _Sync:
         try:
             secrets_store.admin_login(client, admin)
@@ -304,7 +310,8 @@ class GarmCharm(ops.CharmBase):
         except GarmApiError as exc:
             return _Sync(_sync_failed(exc))
         try:
-            result = run_chain(client, state, memory)
+            # Binaries are read only for a tool GARM lacks: a converged pass pulls none.
+            result = run_chain(client, state, memory, read_tool=read_tool)
         except CharmedTemplateError as exc:
             logger.warning("Charmed template not applied: %s; scale sets skipped", exc)
             return _Sync(ops.WaitingStatus(str(exc)))

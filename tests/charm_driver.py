@@ -81,7 +81,8 @@ HOOK_TOOLS = (
 JUJU_WRITES = ("relation_set", "secret_set", "secret_add")
 
 
-def _admin_credentials(state: testing.State) -> tuple[str, str] | None:
+def admin_credentials(state: testing.State) -> tuple[str, str] | None:
+    """The GARM admin the charm created (its owned secret), once it exists."""
     for secret in state.secrets:
         if secret.label == "garm-admin-credentials":
             content = secret.latest_content or secret.tracked_content
@@ -376,7 +377,7 @@ class CharmDriver:
         _remember_secret_values(self.state)
         if hasattr(self.emulator, "admin"):
             # A backend read through GARM's own API logs in as the admin the charm created.
-            admin = _admin_credentials(self.state)
+            admin = admin_credentials(self.state)
             if admin is not None:
                 self.emulator.admin = admin  # pyright: ignore[reportAttributeAccessIssue]
         return self.state
