@@ -11,9 +11,12 @@ Usage::
     python3 garm_probe.py get PATH           # GET without auth
     python3 garm_probe.py login              # POST /api/v1/auth/login; reports the status only
     python3 garm_probe.py admin-get PATH     # log in, then GET with the bearer token
+    python3 garm_probe.py agent-image        # the image's garm-agent: manifest, digests, version
 """
 
+import hashlib
 import json
+import subprocess
 import sys
 import urllib.error
 import urllib.request
@@ -21,6 +24,7 @@ import urllib.request
 GARM_URL = "http://127.0.0.1:8080"
 LOGIN_PATH = "/api/v1/auth/login"
 TIMEOUT = 30
+AGENT_MANIFEST = "/opt/garm-agent/manifest.json"
 
 
 def _request(method, path, body=None, token=""):
@@ -62,6 +66,22 @@ def _login():
     return status, token or ""
 
 
+def _agent_image():
+    """The image's garm-agent manifest, each binary's digest, and what the amd64 build prints."""
+    with open(AGENT_MANIFEST, encoding="utf-8") as source:
+        manifest = json.load(source)
+    digests = {}
+    for tool in manifest["tools"]:
+        with open(tool["path"], "rb") as binary:
+            digests[tool["path"]] = hashlib.sha256(binary.read()).hexdigest()
+    # The pod runs on amd64: that build runs here; the arm64 one is only checked by digest.
+    amd64 = [t["path"] for t in manifest["tools"] if t["os_arch"] == "amd64"]
+    ran = subprocess.run(
+        [*amd64[:1], "version"], capture_output=True, text=True, timeout=TIMEOUT, check=False
+    )
+    return {"manifest": manifest, "digests": digests, "version": [ran.returncode, ran.stdout]}
+
+
 def main(argv):
     """Run one probe command and print its JSON result."""
     command = argv[0] if argv else ""
@@ -78,8 +98,10 @@ def main(argv):
         else:
             status, body = _request("GET", argv[1], token=token)
             result = {"status": status, "body": body}
+    elif command == "agent-image" and len(argv) == 1:
+        result = _agent_image()
     else:
-        sys.stderr.write("usage: garm_probe.py get PATH | login | admin-get PATH\n")
+        sys.stderr.write("usage: garm_probe.py get PATH | login | admin-get PATH | agent-image\n")
         return 2
     sys.stdout.write(json.dumps(result) + "\n")
     return 0

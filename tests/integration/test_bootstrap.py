@@ -6,8 +6,9 @@ Run with ``tox -e integration`` after packing the charm::
     GARM_CHARM_FILE=./garm_amd64.charm GARM_IMAGE=<registry>/garm:<tag> tox -e integration
 
 ``GARM_IMAGE`` is an OCI image with ``/usr/local/bin/garm``,
-``/usr/local/bin/garm-provider-openstack``, ``/usr/local/bin/garm-provider-openstack-shim`` and
-``python3`` (``rockcraft.yaml``). The current Juju controller must
+``/usr/local/bin/garm-provider-openstack``, ``/usr/local/bin/garm-provider-openstack-shim``,
+``python3`` and the garm-agent binaries with their manifest under ``/opt/garm-agent``
+(``rockcraft.yaml``). The current Juju controller must
 have a Kubernetes cloud; each test module gets its own temporary model.
 """
 
@@ -136,3 +137,30 @@ def test_get_credentials_is_stable(juju: jubilant.Juju, admin: AdminCredentials)
     # The secret is created once; a second read must not regenerate the password.
     assert again.username == admin.username
     assert same_password, "the admin password changed between two get-credentials runs"
+
+
+def test_garm_holds_the_garm_agent_the_image_ships(
+    juju: jubilant.Juju, admin: AdminCredentials
+) -> None:
+    image = helpers.probe(juju, "agent-image")
+    manifest = image["manifest"]
+    tools = manifest["tools"]
+    stored = helpers.garm_get(juju, "/api/v1/tools/garm-agent", admin)
+    held = {
+        (t.get("os_type"), t.get("os_arch")): (t.get("sha256sum"), t.get("version"))
+        for t in (stored.body.get("results") if isinstance(stored.body, dict) else None) or []
+    }
+
+    # The rock's part built both architectures, and the manifest's digests are the files'.
+    assert [(t["os_type"], t["os_arch"]) for t in tools] == [
+        ("linux", "amd64"),
+        ("linux", "arm64"),
+    ]
+    assert {t["path"]: t["sha256"] for t in tools} == image["digests"]
+    # The amd64 build runs here and reports the pinned version the manifest names.
+    assert image["version"] == [0, manifest["version"] + "\n"]
+    # The charm uploaded exactly those binaries to GARM, with that version.
+    assert stored.status == 200
+    assert held == {
+        (t["os_type"], t["os_arch"]): (t["sha256"], manifest["version"]) for t in tools
+    }
