@@ -1,12 +1,13 @@
 """One configurator's mistake never touches another's runners, on each GARM backend.
 
 Two configurators, ``cfg-a`` (related first, the lower relation id) and ``cfg-b``, each run a
-scale set in its own organisation, and a job runs on a runner of each. One of them mistypes its
-scale-set name as the other's: the one whose live scale sets hold the name keeps it, whatever
-the relation order, and the one reaching for it is held and Blocked. Nothing of either is
-created, updated, disabled or deleted (the recording proxy sees no write from the charm), no
-runner is marked for deletion, and fixing the name recovers in one hook. Both directions run on
-one GARM, one after the other: the lower relation id errs first, then the higher one.
+scale set in its own organisation with its own GitHub App, and a job runs on a runner of each.
+One of them mistypes its scale-set name, or its organisation, as the other's: the one whose
+live scale sets hold it keeps it, whatever the relation order, and the one reaching for it is
+held and Blocked. Nothing of either is created, updated, disabled or deleted (the recording
+proxy sees no write from the charm), no runner is marked for deletion, and fixing the typo
+recovers in one hook. All four mistakes run on one GARM, one after the other: for each field,
+the lower relation id errs first, then the higher one.
 
 The real charm runs through ``ops.testing`` with the ``garm-peers`` relation Juju always gives
 it (it remembers there who holds what) and an ingress URL runners can call back to. On real
@@ -102,10 +103,10 @@ def both_deployed_with_a_job_each(
     return live, busy
 
 
-def _rename(driver: CharmDriver, app: str, name: str) -> testing.State:
+def _publish(driver: CharmDriver, app: str, field: str, value: str) -> testing.State:
     relation = driver.state.get_relation(RELATION_IDS[app])
     assert isinstance(relation, testing.Relation)
-    return driver.change_relation(relation, name=name)
+    return driver.change_relation(relation, **{field: value})
 
 
 def _untouched(garm: Garm, before: Seen, live: dict[str, str], busy: dict[str, str]) -> None:
@@ -122,12 +123,24 @@ def _untouched(garm: Garm, before: Seen, live: dict[str, str], busy: dict[str, s
         assert now[busy[app]] == ("running", "active")
 
 
-def a_mistyped_name_is_refused(
-    driver: CharmDriver, garm: Garm, live: dict[str, str], busy: dict[str, str], erring: str
+def a_typo_is_refused(
+    driver: CharmDriver,
+    garm: Garm,
+    found: tuple[dict[str, str], dict[str, str]],
+    erring: str,
+    field: str,
 ) -> None:
-    """``erring`` reaches for the other's scale-set name; fixing it recovers in one hook."""
+    """``erring`` publishes the other's value of ``field``; fixing it recovers in one hook.
+
+    ``field`` is ``name`` (the scale-set name) or ``org`` (the organisation, with the erring
+    configurator's own App).
+    """
+    live, busy = found
     holder = B if erring == A else A
-    typo = _logical(holder)
+    own, typo, what = {
+        "name": (_logical(erring), _logical(holder), f"scale set {_logical(holder)}"),
+        "org": (ORGS[erring], ORGS[holder], f"organization {ORGS[holder]}"),
+    }[field]
     before = _look(garm, live)
     # Each scale set in its own organisation, bound to its own App.
     assert {app: row[3] for app, row in before.scalesets.items()} == ORGS
@@ -136,26 +149,26 @@ def a_mistyped_name_is_refused(
     }
     garm.clear_requests()
 
-    state = _rename(driver, erring, typo)
+    state = _publish(driver, erring, field, typo)
     for _ in range(2):
         garm.settle()
         state = driver.run(driver.ctx.on.update_status())
     assert [(w.method, w.path) for w in garm.writes()] == []
     _untouched(garm, before, live, busy)
-    assert isinstance(state.unit_status, ops.BlockedStatus)
-    assert state.unit_status.message == f"{erring}: scale set {typo} belongs to {holder}"
+    assert state.unit_status == ops.BlockedStatus(f"{erring}: {what} belongs to {holder}")
 
-    state = _rename(driver, erring, _logical(erring))
+    state = _publish(driver, erring, field, own)
     assert state.unit_status == ops.ActiveStatus()
     assert [(w.method, w.path) for w in garm.writes()] == []
     _untouched(garm, before, live, busy)
 
 
-def test_a_mistyped_name_leaves_the_holder_untouched_in_both_directions(
+def test_a_typo_reaching_for_another_s_name_or_organisation_leaves_the_holder_untouched(
     runner_driver: CharmDriver, charm_garm: Garm, story: StoryGarm
 ):
     driver, garm = runner_driver, charm_garm
-    live, busy = both_deployed_with_a_job_each(driver, garm, story)
-    # The lower relation id reaches for the higher one's name, then the other way round.
-    a_mistyped_name_is_refused(driver, garm, live, busy, erring=A)
-    a_mistyped_name_is_refused(driver, garm, live, busy, erring=B)
+    found = both_deployed_with_a_job_each(driver, garm, story)
+    # The lower relation id reaches for the higher one's, then the other way round.
+    for field in ("name", "org"):
+        for erring in (A, B):
+            a_typo_is_refused(driver, garm, found, erring, field)

@@ -1,11 +1,12 @@
 """Ownership by incumbency: what the emulator-only charm tests pin beside the conformance one.
 
 Two configurators, ``cfg-a`` (related first) and ``cfg-b``, each run a scale set with a runner.
-The mistyped-name story itself (the holder untouched in both directions, recovery in one hook)
-runs on both GARM backends in ``tests/conformance/test_charm_ownership.py``. Here: a name
-nobody holds yet goes to the lower relation id, and who holds a name is remembered in
-``garm-peers`` across a new pod. The real charm runs through ``ops.testing`` against the
-emulator, with the ``garm-peers`` relation Juju always provides.
+A typo reaching for the other's scale-set name or organisation (the holder untouched in both
+directions, recovery in one hook) runs on both GARM backends in
+``tests/conformance/test_charm_ownership.py``. Here: a name nobody holds yet goes to the lower
+relation id, and who holds a name is remembered in ``garm-peers`` across a new pod. The real
+charm runs through ``ops.testing`` against the emulator, with the ``garm-peers`` relation Juju
+always provides.
 """
 
 from __future__ import annotations
