@@ -89,7 +89,7 @@ def both_deployed_with_a_job_each(
         for name in (s["name"] for s in garm.scalesets())
         if name.startswith(f"{_logical(app)}-")
     }
-    assert sorted(live) == [A, B], garm.scalesets()
+    assert sorted(live) == [A, B] and len(garm.scalesets()) == 2, garm.scalesets()
 
     def idle_everywhere(_: testing.State) -> bool:
         return all(any(is_idle(r) for r in garm.instances(name)) for name in live.values())
