@@ -107,6 +107,7 @@ class ScalesetSpec:
     template_id: int = 0
     runner_config: RunnerConfig = field(default_factory=RunnerConfig)
     source: str = ""  # the configurator application that publishes it, for the status
+    enable_shell: bool = False  # GARM's remote shell on its runners (needs the agent and TLS)
 
 
 @dataclass(frozen=True)
@@ -219,6 +220,47 @@ class DebugSshConnection:
 
 
 @dataclass(frozen=True)
+class AgentTool:
+    """One garm-agent binary the workload image ships, as the image's manifest describes it.
+
+    Attributes:
+        os_type: GARM's OS name (``linux``).
+        os_arch: GARM's architecture name (``amd64``, ``arm64``), as scale sets name it.
+        version: the agent's version, sent to GARM with the binary.
+        sha256: hex SHA-256 of the binary; GARM lists the same digest for what it stores.
+        path: where the binary lies in the workload container.
+    """
+
+    os_type: str
+    os_arch: str
+    version: str
+    sha256: str
+    path: str
+
+
+@dataclass(frozen=True)
+class AgentTools:
+    """The garm-agent binaries the image ships.
+
+    ``problem`` is set when the manifest is missing or unreadable: then no tool is known, agent
+    mode is held where it is (entities keep their current mode) and the status names it; the
+    rest of the chain goes on.
+    """
+
+    tools: tuple[AgentTool, ...] = ()
+    problem: str = ""
+
+
+class AgentToolUnreadable(Exception):  # noqa: N818 (the shared interface's name)
+    """A shipped garm-agent binary could not be read, or does not match its manifest digest."""
+
+
+# Reads one shipped binary (the charm reads it from the workload container); raises
+# ``AgentToolUnreadable``. Called only for a tool GARM does not hold yet.
+ToolReader = Callable[[AgentTool], bytes]
+
+
+@dataclass(frozen=True)
 class DesiredState:
     """What one pass wants of GARM, read once from the relations and secrets.
 
@@ -239,6 +281,7 @@ class DesiredState:
         prune: whether GARM objects no configurator describes may be deleted this pass.
             False while a configurator has published nothing, or has bad input that does not
             tell what it described.
+        agent_tools: the garm-agent binaries the image ships (for agent mode).
     """
 
     providers: tuple[ProviderConfig, ...]
@@ -252,6 +295,7 @@ class DesiredState:
     held: Held = field(default_factory=Held)
     unpublished_apps: tuple[str, ...] = ()
     prune: bool = True
+    agent_tools: AgentTools = field(default_factory=AgentTools)
 
     @property
     def blocked(self) -> bool:

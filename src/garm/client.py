@@ -10,14 +10,17 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
-from typing import Self
+from typing import Any, Self
 
 from garm.models import (
+    AgentToolInfo,
+    AgentToolsPage,
     ControllerInfo,
     CreateCredentialParams,
     CreateScaleSetParams,
     CreateTemplateParams,
     Credential,
+    FileObject,
     GarmConnectionError,
     GarmProtocolError,
     Instance,
@@ -41,6 +44,10 @@ from garm.transport import (
 
 READY_TIMEOUT = 30.0
 READY_INTERVAL = 1.0
+# GARM keeps one garm-agent per OS and architecture (four at most): one page holds them all.
+TOOLS_PAGE_SIZE = 100
+# Pages followed at most, should GARM keep announcing a next page.
+MAX_TOOL_PAGES = 10
 
 
 class GarmClient:
@@ -177,19 +184,23 @@ class GarmClient:
         return self._transport.call_list("/organizations", Organization, params)
 
     def create_organization(
-        self, name: str, credentials_name: str, webhook_secret: str
+        self, name: str, credentials_name: str, webhook_secret: str, agent_mode: bool = False
     ) -> Organization:
-        """Register an organisation."""
-        body = {
+        """Register an organisation (``agent_mode``: its runners run the garm-agent)."""
+        body: dict[str, Any] = {
             "name": name,
             "credentials_name": credentials_name,
             "webhook_secret": webhook_secret,
         }
+        if agent_mode:
+            body["agent_mode"] = True
         return parse_model(Organization, self._transport.call("POST", "/organizations", body))
 
-    def update_organization(self, org_id: str, credentials_name: str) -> Organization:
-        """Point an organisation at other credentials."""
-        body = {"credentials_name": credentials_name}
+    def update_organization(
+        self, org_id: str, credentials_name: str | None = None, agent_mode: bool | None = None
+    ) -> Organization:
+        """Point an organisation at other credentials and/or switch its agent mode."""
+        body = _entity_update(credentials_name, agent_mode)
         return parse_model(
             Organization, self._transport.call("PUT", f"/organizations/{org_id}", body)
         )
@@ -203,20 +214,29 @@ class GarmClient:
         return self._transport.call_list("/repositories", Repository)
 
     def create_repository(
-        self, owner: str, name: str, credentials_name: str, webhook_secret: str
+        self,
+        owner: str,
+        name: str,
+        credentials_name: str,
+        webhook_secret: str,
+        agent_mode: bool = False,
     ) -> Repository:
-        """Register a repository."""
-        body = {
+        """Register a repository (``agent_mode``: its runners run the garm-agent)."""
+        body: dict[str, Any] = {
             "owner": owner,
             "name": name,
             "credentials_name": credentials_name,
             "webhook_secret": webhook_secret,
         }
+        if agent_mode:
+            body["agent_mode"] = True
         return parse_model(Repository, self._transport.call("POST", "/repositories", body))
 
-    def update_repository(self, repo_id: str, credentials_name: str) -> Repository:
-        """Point a repository at other credentials."""
-        body = {"credentials_name": credentials_name}
+    def update_repository(
+        self, repo_id: str, credentials_name: str | None = None, agent_mode: bool | None = None
+    ) -> Repository:
+        """Point a repository at other credentials and/or switch its agent mode."""
+        body = _entity_update(credentials_name, agent_mode)
         return parse_model(
             Repository, self._transport.call("PUT", f"/repositories/{repo_id}", body)
         )
@@ -290,3 +310,43 @@ class GarmClient:
     def delete_template(self, template_id: int) -> None:
         """Delete a template."""
         self._transport.call("DELETE", f"/templates/{template_id}")
+
+    # --- garm-agent tools ----------------------------------------------------------------
+
+    def list_tools(self) -> list[AgentToolInfo]:
+        """List the garm-agent binaries GARM stores (its own store, never upstream)."""
+        tools: list[AgentToolInfo] = []
+        page = 1
+        for _ in range(MAX_TOOL_PAGES):
+            params = {"page": str(page), "pageSize": str(TOOLS_PAGE_SIZE)}
+            data = self._transport.call("GET", "/tools/garm-agent", params=params)
+            listed = parse_model(AgentToolsPage, data)
+            tools.extend(listed.results or [])
+            if not listed.next_page or listed.next_page <= page:
+                break
+            page = listed.next_page
+        return tools
+
+    def upload_tool(
+        self, *, name: str, os_type: str, os_arch: str, version: str, data: bytes
+    ) -> FileObject:
+        """Upload a garm-agent binary; GARM then drops every other one of its OS and arch."""
+        headers = {
+            "Content-Type": "application/octet-stream",
+            "X-Tool-Name": name,
+            "X-Tool-OS-Type": os_type,
+            "X-Tool-OS-Arch": os_arch,
+            "X-Tool-Version": version,
+        }
+        answer = self._transport.call("POST", "/tools/garm-agent", content=data, headers=headers)
+        return parse_model(FileObject, answer)
+
+
+def _entity_update(credentials_name: str | None, agent_mode: bool | None) -> dict[str, Any]:
+    """The body of an entity update: only the fields given (GARM keeps the others)."""
+    body: dict[str, Any] = {}
+    if credentials_name:
+        body["credentials_name"] = credentials_name
+    if agent_mode is not None:
+        body["agent_mode"] = agent_mode
+    return body

@@ -143,6 +143,7 @@ class Organization(ResponseModel):
     name: str | None = None
     credentials_name: str | None = None
     credentials_id: int | None = None
+    agent_mode: bool | None = None
 
 
 class Repository(ResponseModel):
@@ -153,6 +154,7 @@ class Repository(ResponseModel):
     name: str | None = None
     credentials_name: str | None = None
     credentials_id: int | None = None
+    agent_mode: bool | None = None
 
 
 class Tag(ResponseModel):
@@ -184,6 +186,7 @@ class ScaleSet(ResponseModel):
     org_name: str | None = None
     repo_id: str | None = None
     repo_name: str | None = None
+    enable_shell: bool | None = None
 
 
 class Job(ResponseModel):
@@ -191,6 +194,12 @@ class Job(ResponseModel):
 
     status: str | None = None
     updated_at: datetime | None = None
+
+
+class AgentCapabilities(ResponseModel):
+    """What a runner's garm-agent reported in its last heartbeat."""
+
+    has_shell: bool | None = None
 
 
 class Instance(ResponseModel):
@@ -203,6 +212,7 @@ class Instance(ResponseModel):
     job: Job | None = None
     updated_at: datetime | None = None
     provider_fault: str | None = None  # base64 bytes on the wire
+    capabilities: AgentCapabilities | None = None
 
 
 class Template(ResponseModel):
@@ -214,6 +224,40 @@ class Template(ResponseModel):
     os_type: str | None = None
     forge_type: str | None = None
     data: str | None = None
+
+
+class AgentToolInfo(ResponseModel):
+    """A garm-agent binary GARM stores (``GET /tools/garm-agent``); one per OS and arch."""
+
+    id: int | None = None
+    name: str | None = None
+    size: int | None = None
+    sha256sum: str | None = None
+    version: str | None = None
+    os_type: str | None = None
+    os_arch: str | None = None
+    origin: str | None = None
+    source: str | None = None
+
+
+class AgentToolsPage(ResponseModel):
+    """One page of GARM's tool listing; ``results`` is ``null`` on an empty page."""
+
+    total_count: int | None = None
+    pages: int | None = None
+    current_page: int | None = None
+    next_page: int | None = None
+    results: list[AgentToolInfo] | None = None
+
+
+class FileObject(ResponseModel):
+    """What GARM stored for an upload: its digest is ``sha256`` here, ``sha256sum`` in lists."""
+
+    id: int | None = None
+    name: str | None = None
+    size: int | None = None
+    sha256: str | None = None
+    tags: list[str] | None = None
 
 
 # --- request models --------------------------------------------------------------------------
@@ -260,6 +304,7 @@ class CreateScaleSetParams(RequestModel):
     github_runner_group: str | None = Field(default=None, alias="github-runner-group")
     extra_specs: dict[str, Any] | None = None
     template_id: int | None = None
+    enable_shell: bool | None = None
 
 
 class UpdateScaleSetParams(RequestModel):
@@ -273,6 +318,7 @@ class UpdateScaleSetParams(RequestModel):
     runner_group: str | None = None
     extra_specs: dict[str, Any] | None = None
     template_id: int | None = None
+    enable_shell: bool | None = None
 
 
 class CreateTemplateParams(RequestModel):

@@ -37,6 +37,7 @@ _PATH_WORDS = frozenset(
         "endpoints",
         "enterprises",
         "first-run",
+        "garm-agent",
         "github",
         "instances",
         "login",
@@ -46,6 +47,7 @@ _PATH_WORDS = frozenset(
         "repositories",
         "scalesets",
         "templates",
+        "tools",
     }
 )
 HTTP_TIMEOUT = 30.0
@@ -90,9 +92,23 @@ class GarmTransport:
         *,
         params: dict[str, str] | None = None,
         authenticated: bool = True,
+        content: bytes | None = None,
+        headers: dict[str, str] | None = None,
     ) -> Any:
-        """Send one request and return its JSON answer; a failure raises ``GarmApiError``."""
-        response = self.send(method, path, body, params=params, authenticated=authenticated)
+        """Send one request and return its JSON answer; a failure raises ``GarmApiError``.
+
+        ``content`` is a raw body sent instead of ``body`` (with ``headers`` added), for
+        GARM's uploads, which take the file as the body and its description in headers.
+        """
+        response = self.send(
+            method,
+            path,
+            body,
+            params=params,
+            authenticated=authenticated,
+            content=content,
+            headers=headers,
+        )
         if response.is_success:
             try:
                 return response.json() if response.content else None
@@ -112,11 +128,13 @@ class GarmTransport:
         *,
         params: dict[str, str] | None = None,
         authenticated: bool = True,
+        content: bytes | None = None,
+        headers: dict[str, str] | None = None,
     ) -> httpx.Response:
         """Send one request and return GARM's answer whatever its status."""
-        headers = {"Accept": "application/json"}
+        sent = {**(headers or {}), "Accept": "application/json"}
         if authenticated and self.token:
-            headers["Authorization"] = f"Bearer {self.token}"
+            sent["Authorization"] = f"Bearer {self.token}"
         route = path_template(path)
         tracer = trace.get_tracer(TRACER_NAME)
         # One span per call: method, route and status only (no body, query or header).
@@ -126,9 +144,14 @@ class GarmTransport:
             span.set_attribute("http.request.method", method)
             span.set_attribute("url.template", route)
             try:
-                response = self._http.request(
-                    method, path, json=body, params=params, headers=headers
-                )
+                if content is not None:
+                    response = self._http.request(
+                        method, path, content=content, params=params, headers=sent
+                    )
+                else:
+                    response = self._http.request(
+                        method, path, json=body, params=params, headers=sent
+                    )
             except httpx.TransportError as exc:
                 span.set_status(trace.StatusCode.ERROR, type(exc).__name__)
                 # The message names the failure class only: httpx messages can echo the URL.

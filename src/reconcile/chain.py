@@ -1,9 +1,12 @@
-"""The reconcile chain: GitHub credentials, entities, the charmed template, scale sets.
+"""The reconcile chain: GitHub credentials, garm-agent tools, entities, template, scale sets.
 
 Owns the order of one pass in GARM: objects are created in dependency order (credential,
 entity, template, scale set) and deleted in the reverse order in the same pass, so GARM never
-refuses a delete because of a dependent; and the notices the pass leaves for the status. Makes
-no Juju call: it reads the frozen ``DesiredState`` and must not import ops.
+refuses a delete because of a dependent; and the notices the pass leaves for the status. The
+garm-agent tools go right after the credentials, before the entities: an entity's agent mode
+depends on what GARM stores, and deciding it first lets a new entity be created in the right
+mode in one write. Makes no Juju call: it reads the frozen ``DesiredState`` and must not import
+ops.
 """
 
 from __future__ import annotations
@@ -13,9 +16,10 @@ import logging
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
-from desired_state import DesiredState, Incumbents, app_of_provider
+from desired_state import DesiredState, Incumbents, ToolReader, app_of_provider
 from garm import GarmClient, ScaleSet
 from notices import Notice, Severity
+from reconcile.agent_tools import sync_agent_tools
 from reconcile.charmed_template import apply_charmed_template
 from reconcile.credentials import CredentialReconciler
 from reconcile.entities import EntityReconciler
@@ -61,14 +65,20 @@ class ChainResult:
 
 
 def run_chain(
-    client: GarmClient, state: DesiredState, memory: Memory | None = None
+    client: GarmClient,
+    state: DesiredState,
+    memory: Memory | None = None,
+    *,
+    read_tool: ToolReader | None = None,
 ) -> ChainResult:
-    """Bring GARM's credentials, entities, charmed template and scale sets to ``state``.
+    """Bring GARM's credentials, agent tools, entities, template and scale sets to ``state``.
 
     Args:
         client: a logged-in GARM client.
         state: the desired state of this pass.
         memory: what the last pass left (None: nothing).
+        read_tool: reads a shipped garm-agent binary, called only for one GARM does not
+            hold; None when the binaries cannot be read (nothing is uploaded).
 
     Returns:
         The live scale sets, the notices of the pass and the memory for the next.
@@ -84,10 +94,15 @@ def run_chain(
     with spans.start_as_current_span("reconcile.credentials"):
         credentials = CredentialReconciler(client, memory.sent)
         credentials.ensure(state.credentials, held=held.credentials)
+    with spans.start_as_current_span("reconcile.agent_tools"):
+        agent = sync_agent_tools(client, state.agent_tools, read_tool)
     with spans.start_as_current_span("reconcile.entities"):
         entities = EntityReconciler(client, credentials.listed)
         entities.ensure(
-            state.entities, missing_credentials=credentials.missing, held=held.entities
+            state.entities,
+            missing_credentials=credentials.missing,
+            held=held.entities,
+            agent_modes=agent.wanted(state.scalesets),
         )
     with spans.start_as_current_span("reconcile.template"):
         template_id = apply_charmed_template(client, state.debug_ssh)
@@ -106,6 +121,7 @@ def run_chain(
             credentials.prune(state.credentials, in_use, held=held.credentials)
     notices = [
         *credentials.notices,
+        *agent.notices,
         *entities.notices,
         *result.notices,
         *progress_notices(result.progress),

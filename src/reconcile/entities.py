@@ -5,14 +5,16 @@ description; only such entities are switched to another credential or deleted. F
 register or update one entity are logged and retried on the next pass, so one bad entity does
 not hold back the others. GARM refuses to delete an entity while scale sets use it, so an
 entity is deleted only once the scale-set pass of the same hook has left none that names it;
-it then tells the credential pruning which credentials are still used.
+it then tells the credential pruning which credentials are still used. Agent mode is set as
+the tool step decided it (``reconcile.agent_tools``), on create or by an update, and left as it
+is while that step holds it.
 """
 
 from __future__ import annotations
 
 import logging
 import secrets
-from collections.abc import Collection, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass
 
 from desired_state import EntitySpec
@@ -68,6 +70,7 @@ class _Observed:
     id: str | None
     credentials_name: str | None
     credentials_id: int | None
+    agent_mode: bool = False
 
 
 class EntityReconciler:
@@ -106,8 +109,9 @@ class EntityReconciler:
         *,
         missing_credentials: Collection[str] = (),
         held: Collection[tuple[str, str]] = (),
+        agent_modes: Mapping[tuple[str, str], bool] | None = None,
     ) -> None:
-        """Register the desired entities GARM lacks and re-bind those on another credential.
+        """Register the desired entities GARM lacks, re-bind those on another credential.
 
         A refused registration is logged, noted and retried on the next pass; it never stops
         the others. An entity whose credential GARM does not hold is not tried at all.
@@ -117,6 +121,8 @@ class EntityReconciler:
             missing_credentials: desired credentials GARM does not hold this pass.
             held: ``(type, name)`` of entities whose configurator input is invalid: left
                 exactly as they are.
+            agent_modes: the agent mode of each entity by ``(type, name)`` (absent: off);
+                None holds agent mode: existing entities keep theirs, new ones start off.
 
         Raises:
             GarmConnectionError: GARM is unreachable.
@@ -130,7 +136,7 @@ class EntityReconciler:
                 waiting = f"waiting for credential {spec.credentials_name}"
                 self.notices.append(Notice(Severity.WAITING, spec.entity_name, waiting))
                 continue
-            self._ensure(spec)
+            self._ensure(spec, None if agent_modes is None else agent_modes.get(key, False))
 
     def prune(
         self,
@@ -162,7 +168,7 @@ class EntityReconciler:
                     in_use.add(name)
         return in_use
 
-    def _ensure(self, spec: EntitySpec) -> None:
+    def _ensure(self, spec: EntitySpec, agent_mode: bool | None) -> None:
         if spec.entity_type not in (ORGANIZATION, REPOSITORY):
             logger.warning(
                 "Skipping entity %s: unknown entity type %r", spec.entity_name, spec.entity_type
@@ -178,9 +184,12 @@ class EntityReconciler:
         what = f"{spec.entity_type} {spec.entity_name}"
         with contain(self.notices, subject, what) as refused:
             if live is None:
-                self._create(spec)
-            elif self._needs_credential_update(live, spec):
-                self._update(live, spec)
+                self._create(spec, bool(agent_mode))
+            else:
+                switch_mode = agent_mode is not None and agent_mode != live.agent_mode
+                rebind = self._needs_credential_update(live, spec)
+                if rebind or switch_mode:
+                    self._update(live, spec, rebind, agent_mode if switch_mode else None)
         if refused.error is not None:
             logger.warning(
                 "Deferring registration of %s %s; will retry: %s",
@@ -212,44 +221,56 @@ class EntityReconciler:
             return False
         return True
 
-    def _create(self, spec: EntitySpec) -> None:
+    def _create(self, spec: EntitySpec, agent_mode: bool) -> None:
         logger.info(
-            "Registering %s %s with credential %s",
+            "Registering %s %s with credential %s (agent mode %s)",
             spec.entity_type,
             spec.entity_name,
             spec.credentials_name,
+            "on" if agent_mode else "off",
         )
         if spec.entity_type == ORGANIZATION:
             created: Organization | Repository = self._client.create_organization(
-                spec.entity_name, spec.credentials_name, new_webhook_secret()
+                spec.entity_name, spec.credentials_name, new_webhook_secret(), agent_mode
             )
         else:
             owner, name = split_repository(spec.entity_name) or ("", "")
             created = self._client.create_repository(
-                owner, name, spec.credentials_name, new_webhook_secret()
+                owner, name, spec.credentials_name, new_webhook_secret(), agent_mode
             )
         logger.info("Registered %s %s (id=%s)", spec.entity_type, spec.entity_name, created.id)
 
-    def _update(self, live: _Observed, spec: EntitySpec) -> None:
+    def _update(
+        self, live: _Observed, spec: EntitySpec, rebind: bool, agent_mode: bool | None
+    ) -> None:
+        """One update of ``live``: its credential when ``rebind``, its agent mode when given."""
         if not live.id:
             logger.warning(
-                "%s %s has no id in GARM; cannot switch its credential",
-                spec.entity_type,
-                spec.entity_name,
+                "%s %s has no id in GARM; cannot update it", spec.entity_type, spec.entity_name
             )
             return
-        logger.info(
-            "Switching %s %s (id=%s) from credential %s to %s",
-            spec.entity_type,
-            spec.entity_name,
-            live.id,
-            live.credentials_name,
-            spec.credentials_name,
-        )
+        credentials_name = spec.credentials_name if rebind else None
+        if rebind:
+            logger.info(
+                "Switching %s %s (id=%s) from credential %s to %s",
+                spec.entity_type,
+                spec.entity_name,
+                live.id,
+                live.credentials_name,
+                spec.credentials_name,
+            )
+        if agent_mode is not None:
+            logger.info(
+                "Turning agent mode %s for %s %s (id=%s)",
+                "on" if agent_mode else "off",
+                spec.entity_type,
+                spec.entity_name,
+                live.id,
+            )
         if spec.entity_type == ORGANIZATION:
-            self._client.update_organization(live.id, spec.credentials_name)
+            self._client.update_organization(live.id, credentials_name, agent_mode)
         else:
-            self._client.update_repository(live.id, spec.credentials_name)
+            self._client.update_repository(live.id, credentials_name, agent_mode)
 
     def _credential_name(self, live: _Observed) -> str | None:
         current = self._current_credential(live)
@@ -302,10 +323,22 @@ def _by_key(desired: Sequence[EntitySpec]) -> dict[tuple[str, str], EntitySpec]:
 
 def _from_org(org: Organization) -> _Observed:
     return _Observed(
-        ORGANIZATION, org.name or "", org.id, org.credentials_name, org.credentials_id
+        ORGANIZATION,
+        org.name or "",
+        org.id,
+        org.credentials_name,
+        org.credentials_id,
+        bool(org.agent_mode),
     )
 
 
 def _from_repo(repo: Repository) -> _Observed:
     key = f"{repo.owner}/{repo.name}"
-    return _Observed(REPOSITORY, key, repo.id, repo.credentials_name, repo.credentials_id)
+    return _Observed(
+        REPOSITORY,
+        key,
+        repo.id,
+        repo.credentials_name,
+        repo.credentials_id,
+        bool(repo.agent_mode),
+    )

@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from .state import INVALID_REQUEST, JSON_NULL, ApiError, GarmState
+from .tools import ToolRefusedError
 from .wire import to_wire
 
 # (state, path parameters, query, decoded body) -> (status, JSON payload or None for no body)
@@ -29,6 +30,9 @@ class Route:
     gate: str
     handler: Handler
     request_struct: str | None = None
+    # The body is a file, not JSON: the handler gets ``{"content": bytes, "headers": {...}}``
+    # (header names in lower case).
+    raw_body: bool = False
 
 
 _TRUE = frozenset({"1", "t", "T", "TRUE", "true", "True"})
@@ -192,6 +196,28 @@ def _delete_template(s: GarmState, p: tuple[str, ...], _q: dict[str, str], _b: d
     return 200, None
 
 
+def _list_tools(s: GarmState, _p: tuple[str, ...], q: dict[str, str], _b: dict[str, Any]):
+    return 200, to_wire(
+        "GARMAgentToolsPaginatedResponse", s.tools.page(q, s.controller.metadata_url)
+    )
+
+
+def _upload_tool(s: GarmState, _p: tuple[str, ...], _q: dict[str, str], b: dict[str, Any]):
+    try:
+        stored = s.tools.upload(b["headers"], b["content"], s.now)
+    except ToolRefusedError as exc:
+        raise ApiError(exc.status, exc.details) from None
+    return 200, to_wire("FileObject", stored)
+
+
+def _download_tool(s: GarmState, p: tuple[str, ...], _q: dict[str, str], _b: dict[str, Any]):
+    try:
+        s.tools.admin_download(_int_id(p[0]))
+    except ToolRefusedError as exc:
+        raise ApiError(exc.status, exc.details) from None
+    return 200, None  # never reached: GARM's admin download refuses every tool
+
+
 def _route(method: str, path: str, handler: Handler, struct: str | None = None) -> Route:
     return Route(method, re.compile(path), "general", handler, struct)
 
@@ -236,6 +262,9 @@ def _build_routes() -> list[Route]:
         _route("GET", r"/templates/([^/]+)", _get_template),
         _route("PUT", r"/templates/([^/]+)", _update_template, "UpdateTemplateParams"),
         _route("DELETE", r"/templates/([^/]+)", _delete_template),
+        _route("GET", "/tools/garm-agent", _list_tools),
+        Route("POST", re.compile("/tools/garm-agent"), "general", _upload_tool, raw_body=True),
+        _route("GET", r"/tools/garm-agent/([^/]+)/download", _download_tool),
     ]
     return routes
 

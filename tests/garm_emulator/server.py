@@ -120,7 +120,12 @@ class _Handler(BaseHTTPRequestHandler):
             path = path.removeprefix(API_PREFIX)
         query = dict(parse_qsl(parts.query, keep_blank_values=True))
         outcome = self.server.emulator.handle(
-            method, path, query, raw, self.headers.get("Authorization")
+            method,
+            path,
+            query,
+            raw,
+            self.headers.get("Authorization"),
+            {name.lower(): value for name, value in self.headers.items()},
         )
         if outcome is None:
             # An injected drop: hang up without answering.
@@ -249,7 +254,13 @@ class GarmEmulator:
     # ---- HTTP entry point -----------------------------------------------------------------
 
     def handle(
-        self, method: str, path: str, query: dict[str, str], raw: bytes, authorization: str | None
+        self,
+        method: str,
+        path: str,
+        query: dict[str, str],
+        raw: bytes,
+        authorization: str | None,
+        headers: Mapping[str, str] | None = None,
     ) -> tuple[int, str, bytes] | None:
         """Answer one request: ``(status, content type, body)``, or ``None`` to hang up."""
         body = _parse_body(raw)
@@ -265,7 +276,7 @@ class GarmEmulator:
         if path == "/metrics" and method == "GET":
             return 200, "text/plain; version=0.0.4", METRICS_BODY
         try:
-            return self._dispatch(method, path, query, raw, body, authorization)
+            return self._dispatch(method, path, query, raw, body, authorization, headers or {})
         except ApiError as exc:
             return self._error(exc)
 
@@ -277,6 +288,7 @@ class GarmEmulator:
         raw: bytes,
         body: Any,
         authorization: str | None,
+        headers: Mapping[str, str],
     ) -> tuple[int, str, bytes]:
         found = routes.find_route(method, path)
         if found is None:
@@ -285,7 +297,9 @@ class GarmEmulator:
         with self.state.lock:
             routes.check_gate(self.state, route.gate, authorization)
             decoded: dict[str, Any] = {}
-            if route.request_struct is not None:
+            if route.raw_body:
+                decoded = {"content": raw, "headers": dict(headers)}
+            elif route.request_struct is not None:
                 # GARM answers any body its JSON decoder refuses with ErrBadRequest.
                 if not isinstance(body, dict) or not raw:
                     raise ApiError(400, INVALID_REQUEST)

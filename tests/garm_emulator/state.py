@@ -22,6 +22,7 @@ from garm_entrypoint import PROVIDER_SHIM
 from tests.log_secrets import register_secret
 
 from .password import is_too_weak
+from .tools import ToolStore
 from .wire import to_wire
 
 # GARM's error strings per status (apiserver/controllers: handleError).
@@ -163,6 +164,7 @@ class Entity:
     webhook_secret: str
     created_at: datetime
     updated_at: datetime
+    agent_mode: bool = False
 
     @property
     def full_name(self) -> str:
@@ -213,6 +215,8 @@ class InstanceRow:
     github_unauthorized: bool = False
     # When the job ended without GARM hearing it (its scale set was disabled).
     unheard_job_end: datetime | None = None
+    # What the runner's garm-agent last reported (it has no agent in the emulator: False).
+    has_shell: bool = False
 
 
 @dataclass
@@ -351,6 +355,7 @@ class GarmState:
         self.templates: dict[int, TemplateRow] = {}
         self.tag_ids: dict[str, str] = {}
         self.endpoint = Endpoint(created_at=self.now, updated_at=self.now)
+        self.tools = ToolStore()
         self._ids = {"credential": 0, "scaleset": 0, "template": 0}
         # GitHub's side of a scale set, as GARM's error texts name it: the Actions service
         # tenant of each entity and the id of each runner group, numbered in order of first use.
@@ -669,7 +674,7 @@ class GarmState:
             "endpoint": self.endpoint_values(),
             "created_at": entity.created_at,
             "updated_at": entity.updated_at,
-            "agent_mode": False,
+            "agent_mode": entity.agent_mode,
         }
         if entity.kind == "repository":
             values["owner"] = entity.owner
@@ -745,6 +750,7 @@ class GarmState:
             webhook_secret=body["webhook_secret"],
             created_at=self.now,
             updated_at=self.now,
+            agent_mode=body.get("agent_mode", False),
         )
         self.entities[entity.id] = entity
         return self.entity_wire(entity)
@@ -756,6 +762,8 @@ class GarmState:
             entity.credentials_id = self._resolve_credentials(body["credentials_name"]).id
         if body.get("webhook_secret"):
             entity.webhook_secret = body["webhook_secret"]
+        if "agent_mode" in body:
+            entity.agent_mode = body["agent_mode"]
         entity.updated_at = self.now
         return self.entity_wire(entity)
 
@@ -1137,7 +1145,7 @@ class GarmState:
                 "updated_at": inst.updated_at,
                 "github-runner-group": row.runner_group if row else "",
                 "job": inst.job,
-                "capabilities": {"shell": False},
+                "capabilities": {"has_shell": inst.has_shell},
                 "generation": 0,
             },
         )

@@ -35,6 +35,8 @@ def create_params(spec: ScalesetSpec, live_name: str) -> CreateScaleSetParams:
         enabled=True,
         labels=sorted(spec.labels),
         extra_specs=extra or None,
+        # Off is GARM's default: only a shell asked for is sent.
+        enable_shell=spec.enable_shell or None,
     )
     # The field's wire name has dashes, so it is set by field name after construction.
     return params.model_copy(update={"github_runner_group": spec.runner_group or None})
@@ -57,6 +59,7 @@ def needs_update(
         or bool(observed_extra.get("disable_updates"))
         != bool(desired_extra.get("disable_updates"))
         or _template_changes(observed, template_id)
+        or bool(observed.enable_shell) != spec.enable_shell
     )
 
 
@@ -90,6 +93,10 @@ def update_params(
         runner_group=wanted_group if group_changed else None,
         extra_specs=extra_specs,
         template_id=template_id if send_template else None,
+        # GARM starts a new generation of runners on a change; an unchanged flag is not sent.
+        enable_shell=spec.enable_shell
+        if bool(observed.enable_shell) != spec.enable_shell
+        else None,
     )
 
 
