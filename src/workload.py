@@ -234,6 +234,9 @@ def build_layer(environment: Mapping[str, str]) -> ops.pebble.LayerDict:
         "startup": "enabled",
         "command": SERVICE_COMMAND,
         "environment": dict(sorted(environment.items())),
+        # A GARM that hangs (seen at start: it never answers, never exits) is restarted by
+        # Pebble itself, instead of waiting for the liveness probe to restart the container.
+        "on-check-failure": {CHECK_NAME: "restart"},
     }
     check: ops.pebble.CheckDict = {
         "override": "replace",

@@ -38,7 +38,7 @@ from tests.real_garm.harness import (
     garm_binary,
     standalone_environment,
 )
-from tests.simulate_backends import ingress_relation
+from tests.simulate_backends import EmulatorGarm, RealStoryGarm, StoryGarm, ingress_relation
 
 # The provider every standalone backend loads, as the charm would publish it.
 PROVIDER_NAME = "garm-configurator-0"
@@ -228,3 +228,16 @@ def runner_driver(charm_garm: Garm, tmp_path: Path) -> CharmDriver:
     peers = testing.PeerRelation(PEER_RELATION, id=99)
     state = base_state(data, relations={peers, ingress_relation(charm_garm.base_url)})
     return deployed(charm_garm, state)
+
+
+@pytest.fixture
+def story(charm_garm: Garm, request: pytest.FixtureRequest) -> Iterator[StoryGarm]:
+    """How jobs reach this backend's runners (the simulation's), the charm's clock put back."""
+    if charm_garm.name == EMULATOR:
+        yield EmulatorGarm(charm_garm.emulator)  # pyright: ignore[reportAttributeAccessIssue]
+        return
+    real = RealStoryGarm(charm_garm, request.getfixturevalue("github"))  # pyright: ignore[reportArgumentType]
+    try:
+        yield real
+    finally:
+        real.close()

@@ -16,7 +16,6 @@ its five-minute consolidation: the test then moves the charm's clock past the jo
 from __future__ import annotations
 
 import base64
-from collections.abc import Iterator
 from typing import Any
 
 import ops
@@ -37,7 +36,7 @@ from tests.garm_emulator import GarmEmulator
 from tests.github_standin import GitHubStandin, key_fingerprint
 from tests.log_secrets import register_secret
 from tests.rsa_keys import pkcs1_pem
-from tests.simulate_backends import EmulatorGarm, RealStoryGarm, StoryGarm, is_idle
+from tests.simulate_backends import RealStoryGarm, StoryGarm, is_idle
 
 APP = "cfg-a"
 LOGICAL = "cfg-a-runners"
@@ -46,19 +45,6 @@ CREDENTIAL = "app-101-202"
 OLD_PROVIDER, NEW_PROVIDER = f"{APP}-0", f"{APP}-1"
 ROTATED_KEY = pkcs1_pem(5)
 register_secret(ROTATED_KEY)
-
-
-@pytest.fixture
-def story(charm_garm: Garm, request: pytest.FixtureRequest) -> Iterator[StoryGarm]:
-    """How jobs reach this backend's runners (the simulation's), the charm's clock put back."""
-    if charm_garm.name == EMULATOR:
-        yield EmulatorGarm(charm_garm.emulator)  # pyright: ignore[reportAttributeAccessIssue]
-        return
-    real = RealStoryGarm(charm_garm, request.getfixturevalue("github"))  # pyright: ignore[reportArgumentType]
-    try:
-        yield real
-    finally:
-        real.close()
 
 
 class Statuses:

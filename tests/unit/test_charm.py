@@ -754,6 +754,23 @@ def test_pebble_defaults_in_the_plan_do_not_read_as_a_change(driver: CharmDriver
     )
 
 
+def test_a_plan_without_the_restart_on_check_failure_is_replanned_once(driver: CharmDriver):
+    out = deploy(driver)
+    container = out.get_container("garm")
+    # The layer an earlier charm revision planned: GARM hanging waited for the container restart.
+    layer = workload.build_layer(planned_env(out))
+    del layer["services"]["garm"]["on-check-failure"]
+    earlier = dataclasses.replace(container, layers={"garm": ops.pebble.Layer(layer)})
+    driver.state = dataclasses.replace(out, containers={earlier})
+    replans = driver.replans
+    after = driver.run(driver.ctx.on.update_status())
+    assert driver.replans == replans + 1
+    service = after.get_container("garm").plan.services["garm"]
+    assert service.on_check_failure == {"garm-alive": "restart"}
+    driver.run(driver.ctx.on.update_status())
+    assert driver.replans == replans + 1
+
+
 def test_standby_disables_service_and_liveness_check(driver: CharmDriver):
     out = deploy(driver)
     driver.state = dataclasses.replace(out, leader=False)

@@ -172,6 +172,7 @@ def test_layer_shape() -> None:
                 "startup": "enabled",
                 "command": "python3 /opt/garm-charm/garm_entrypoint.py",
                 "environment": env,
+                "on-check-failure": {"garm-alive": "restart"},
             }
         },
         "checks": {
