@@ -6,7 +6,9 @@ provider stand-in's simulated runner reads its runner metadata, downloads the to
 GARM's metadata route and runs it; the agent connects to GARM's agent URL with the agent token
 and heartbeats. GARM then shows, on the instance, the last heartbeat and ``capabilities``: a
 shell only where the scale set asked for one (``enable_shell``) and the agent URL is secure
-(``https``, here a TLS front to GARM).
+(``https``, here a TLS front to GARM). GARM stores whatever the agent claims: the refusal over
+plain ``http`` is the agent's (garm-agent's head; the tagged build the image pins has no such
+check, see ``agent_standin``).
 
 Real GARM only: the emulator serves none of the runner's side (runner metadata, the metadata
 download route, the ``/agent`` websocket), so no agent can connect to it.

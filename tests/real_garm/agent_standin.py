@@ -15,6 +15,9 @@ What it does, as garm-agent (``fda6cd6``) does:
   (``is_agent``; its signature is not checked, GARM does that), no ``runner_cmdline``.
 - Offers a shell only when ``enable_shell`` is on, a PTY can be opened (``/dev/ptmx``) and the
   server URL is ``https`` or ``wss``; otherwise it logs why and reports ``has_shell`` false.
+  The URL check is garm-agent's head (commit 53198b4 added it): the tagged ``v0.1.0-beta1``
+  the image pins offers a shell over any URL, which is why the charm withholds
+  ``enable_shell`` unless its URL is ``https`` (ADR 0011). The wire format is the same in both.
 - Dials ``wss://`` for an ``https`` server URL and ``ws://`` for anything else (``wss``
   included: garm-provider-common's websocket reader maps only ``https``), with
   ``Authorization: Bearer <token>``; TLS is verified against the system's trust store
