@@ -240,6 +240,22 @@ class RealGarm:
         """Give the stand-in's cloud these images and flavors (read at every create)."""
         provider_standin.set_catalogue(self.provider_binary, catalogue)
 
+    def set_trusted_ca(self, pem: bytes) -> None:
+        """Have the stand-in cloud's VMs trust these CA certificates (read at every boot)."""
+        provider_standin.set_trusted_ca(self.provider_binary, pem)
+
+    @property
+    def port(self) -> int:
+        """The port GARM listens on (127.0.0.1), where a front for it relays to."""
+        return self._port
+
+    def vm_dir(self, instance_name: str) -> Path:
+        """The stand-in cloud's simulated VM directory of one runner (any provider)."""
+        found = list(self.workdir.rglob(f"*{provider_standin.VM_DIR_INFIX}{instance_name}"))
+        if len(found) != 1:
+            raise LookupError(f"no single VM directory for {instance_name}: {found}")
+        return found[0]
+
     def provider_calls(self) -> list[dict[str, Any]]:
         """Every provider command the stand-in ran (all providers), oldest first."""
         calls: list[dict[str, Any]] = []
@@ -285,8 +301,9 @@ class RealGarm:
         self._terminate()
 
     def stop(self) -> None:
-        """Stop GARM (and everything it started) by its pid, then the proxy."""
+        """Stop GARM (and everything it started) by its pid, the VMs' agents, then the proxy."""
         self._terminate()
+        provider_standin.stop_vm_agents(self.workdir)
         self.proxy.stop()
 
     def __enter__(self) -> RealGarm:

@@ -66,12 +66,27 @@ If the credentials cannot be fetched it posts ``{"status": "failed", ...}`` inst
 script does. It never downloads or runs the GitHub runner, and exits within
 :data:`AGENT_DEADLINE_SECONDS`.
 
+Agent mode: after ``installing`` the runner reads ``{metadata-url}/runner-metadata`` (what GARM
+also renders into the install script: ``agent_mode``, ``agent_tools``, ``agent_token``,
+``agent_shell_enabled``, the agent URL); one it cannot read is a runner without agent mode. In
+agent mode it downloads the tool's ``download_url`` (GARM's metadata route) with the instance
+token, refuses a download whose SHA-256 is not the listed ``sha256sum`` (posting ``failed``, as
+the script does when the download fails), and lays out its VM directory as the script lays out
+the runner: the ``garm-agent`` executable, ``garm-agent.toml`` (``server_url``, ``token``,
+``enable_shell``, ``work_dir``, ...) and, once the credentials are in, the JIT ``.runner``
+file. After the system info it starts ``garm-agent daemon --config ...`` as its own process
+(pid in the VM directory; the VM's trust store is :func:`set_trusted_ca`'s file, given as
+``SSL_CERT_FILE``), then reports idle. An executable the VM cannot run is reported as the
+script reports it ("failed to start garm-agent") and the runner still goes idle.
+``DeleteInstance`` stops the deleted server's garm-agent; :func:`stop_vm_agents` stops them
+all (the harness's teardown).
+
 State lives beside the provider config file, so each configured provider has its own:
 ``<config>.standin-state.json`` (servers, replaced atomically under an exclusive lock on
 ``<config>.standin.lock``), ``<config>.standin-calls.jsonl`` (one JSON line per command that
 got past configuration loading: time, command, pool and instance IDs, instance name, exit code;
-never the bootstrap parameters) and one ``<config>.standin-agent-<name>.log`` per simulated
-agent.
+never the bootstrap parameters), one ``<config>.standin-agent-<name>.log`` per simulated
+agent and, in agent mode, one ``<config>.standin-vm-<name>/`` directory per VM.
 
 Tests install a copy with :func:`install`, which points the shebang at the running Python.
 Standard library only; protocol facts from cloudbase/garm ``runner/providers/v0.1.0`` and
@@ -84,10 +99,13 @@ from __future__ import annotations
 import base64
 import contextlib
 import fcntl
+import hashlib
 import ipaddress
 import json
 import os
 import re
+import signal
+import subprocess
 import sys
 import time
 import tomllib
@@ -187,6 +205,12 @@ AGENT_ATTEMPTS = 5
 AGENT_RETRY_DELAY_SECONDS = 1.0
 AGENT_OS_NAME = "Ubuntu"
 AGENT_OS_VERSION = "24.04"
+# The simulated VM: one directory per server beside the state, holding what the install script
+# leaves on a runner in agent mode (the garm-agent binary, its config, the runner's JIT file).
+VM_DIR_INFIX = "vm-"
+GARM_AGENT = "garm-agent"
+GARM_AGENT_PID = "garm-agent.pid"
+TRUSTED_CA_SUFFIX = ".trusted-ca.pem"
 
 
 class FatalError(Exception):
@@ -396,6 +420,11 @@ class Store:
         """Return the log file of the simulated runner agent of one instance."""
         safe = re.sub(r"[^A-Za-z0-9_.-]", "_", name)
         return self.path.with_name(self.path.name.replace("state.json", f"agent-{safe}.log"))
+
+    def vm_dir(self, name: str) -> Path:
+        """Return the directory of one instance's simulated VM (created by its runner agent)."""
+        safe = re.sub(r"[^A-Za-z0-9_.-]", "_", name)
+        return self.path.with_name(self.path.name.replace("state.json", VM_DIR_INFIX + safe))
 
     @contextlib.contextmanager
     def locked(self) -> Iterator[dict[str, dict[str, Any]]]:
@@ -827,7 +856,7 @@ def create_instance(
         raise ProviderError(f"failed to create instance in provider: {exc}") from None
     with store.locked() as servers:
         servers[server["id"]] = server
-    maybe_start_agent(env.bootstrap, store.agent_log(server["name"]))
+    maybe_start_agent(env.bootstrap, store.agent_log(server["name"]), store.vm_dir(server["name"]))
     return go_json(to_instance(server))
 
 
@@ -870,6 +899,7 @@ def delete_instance(env: Environment, store: Store) -> bytes:
             ) from None
         for server in found:
             servers.pop(server["id"], None)
+            stop_vm_agent(store.vm_dir(str(server.get("name", ""))))
     return b""
 
 
@@ -941,7 +971,7 @@ def _is_loopback(url: str) -> bool:
         return False
 
 
-def maybe_start_agent(bootstrap: Mapping[str, Any], log_path: Path) -> None:
+def maybe_start_agent(bootstrap: Mapping[str, Any], log_path: Path, vm_dir: Path) -> None:
     """Start the simulated runner agent in a detached grandchild when GARM can be reached."""
     callback = str(bootstrap.get("callback-url") or "")
     token = str(bootstrap.get("instance-token") or "")
@@ -961,7 +991,7 @@ def maybe_start_agent(bootstrap: Mapping[str, Any], log_path: Path) -> None:
         if os.fork():
             os._exit(0)
         _detach(log_path)
-        RunnerAgent(bootstrap).run()
+        RunnerAgent(bootstrap, vm_dir).run()
     finally:
         os._exit(0)
 
@@ -981,13 +1011,15 @@ def _detach(log_path: Path) -> None:
 class RunnerAgent:
     """What GARM's runner install script sends back to GARM, without installing anything."""
 
-    def __init__(self, bootstrap: Mapping[str, Any]) -> None:
+    def __init__(self, bootstrap: Mapping[str, Any], vm_dir: Path) -> None:
         callback = str(bootstrap["callback-url"]).rstrip("/")
         self.callback = callback[: -len("/status")] if callback.endswith("/status") else callback
         self.metadata = str(bootstrap.get("metadata-url") or "").rstrip("/")
         self.token = str(bootstrap["instance-token"])
         self.jit = bool(bootstrap.get("jit_config_enabled"))
         self.name = str(bootstrap.get("name", ""))
+        self.vm_dir = vm_dir
+        self.runner_file = b""
         self.deadline = time.monotonic() + AGENT_DEADLINE_SECONDS
         # No proxy: GARM passes proxy variables to providers, the agent talks to loopback.
         self.opener = urllib.request.build_opener(urllib.request.ProxyHandler({}))
@@ -1033,14 +1065,105 @@ class RunnerAgent:
         runner = self.request("GET", f"{self.metadata}/credentials/runner")
         if runner is None:
             return False, None
+        self.runner_file = runner
         digits = re.search(rb'"agentId"\s*:\s*"?([0-9]+)', runner)
         return True, int(digits.group(1)) if digits else None
 
+    def agent_metadata(self) -> dict[str, Any] | None:
+        """GARM's runner metadata when it puts this runner in agent mode with a tool, else None.
+
+        A runner that cannot read it goes on as one without agent mode (logged).
+        """
+        raw = self.request("GET", f"{self.metadata}/runner-metadata")
+        try:
+            metadata = json.loads(raw) if raw is not None else None
+        except ValueError:
+            metadata = None
+        if not isinstance(metadata, dict):
+            self.log("runner metadata unavailable; no agent mode")
+            return None
+        if not metadata.get("agent_mode") or not isinstance(metadata.get("agent_tools"), dict):
+            return None
+        return metadata
+
+    def install_agent(self, metadata: Mapping[str, Any]) -> Path | None:
+        """Download garm-agent through the metadata route and write its config, as the script.
+
+        Returns the config path, or None once the runner was reported failed. Unlike the
+        script, the download is also checked against the digest GARM lists for the tool.
+        """
+        tool: Mapping[str, Any] = metadata["agent_tools"]
+        url = str(tool.get("download_url") or "")
+        self.status("installing", "Agent mode is enabled; setting up agent")
+        self.status("installing", f"Downloading agent from {url}")
+        binary = self.request("GET", url) if _is_loopback(url) else None
+        if binary is None:
+            self.status("failed", "failed to download garm-agent")
+            return None
+        digest = hashlib.sha256(binary).hexdigest()
+        if digest != tool.get("sha256sum"):
+            self.log(f"garm-agent digest {digest} is not the listed {tool.get('sha256sum')}")
+            self.status("failed", "failed to download garm-agent")
+            return None
+        work_dir = self.vm_dir / "actions-runner"
+        work_dir.mkdir(parents=True, exist_ok=True)
+        agent = self.vm_dir / GARM_AGENT
+        agent.write_bytes(binary)
+        agent.chmod(0o755)
+        self.status("installing", "Creating config and systemd unit")
+        access = metadata.get("metadata_access") or {}
+        settings = {
+            "server_url": str(access.get("agent_url") or ""),
+            "log_file": str(self.vm_dir / "garm-agent.log"),
+            "work_dir": str(work_dir),
+            "enable_shell": bool(metadata.get("agent_shell_enabled")),
+            "token": str(metadata.get("agent_token") or ""),
+            "runner_cmdline": ["/bin/bash", "-C", str(work_dir / "run.sh")],
+            "state_db_path": str(self.vm_dir / "agent-state.db"),
+        }
+        config = self.vm_dir / "garm-agent.toml"
+        config.write_text(
+            "".join(f"{key} = {json.dumps(value)}\n" for key, value in settings.items()),
+            encoding="utf-8",
+        )
+        config.chmod(0o600)
+        return config
+
+    def start_agent(self, config: Path) -> None:
+        """Start garm-agent as the VM's service would: its own process, the VM's trust store."""
+        (self.vm_dir / "actions-runner" / ".runner").write_bytes(self.runner_file)
+        self.status("installing", "Starting garm-agent service")
+        env = {"PATH": "/usr/bin:/bin"}
+        trusted = trusted_ca_path(Path(__file__))
+        if trusted.is_file():
+            env["SSL_CERT_FILE"] = str(trusted)
+        try:
+            with open(self.vm_dir / "garm-agent.out", "ab") as out:
+                process = subprocess.Popen(
+                    [str(self.vm_dir / GARM_AGENT), "daemon", "--config", str(config)],
+                    env=env,
+                    cwd=self.vm_dir,
+                    stdin=subprocess.DEVNULL,
+                    stdout=out,
+                    stderr=subprocess.STDOUT,
+                )
+        except OSError as exc:
+            self.log(f"garm-agent did not start: {exc}")
+            self.status("installing", "failed to start garm-agent")
+            return
+        (self.vm_dir / GARM_AGENT_PID).write_text(str(process.pid), encoding="ascii")
+        self.log(f"garm-agent started (pid {process.pid})")
+
     def run(self) -> None:
-        """Boot, report installing, fetch credentials, report system info and idle."""
+        """Boot, report installing, set up the agent in agent mode, fetch credentials, go idle."""
         self.log("booting")
         time.sleep(AGENT_BOOT_DELAY_SECONDS)
         self.status("installing", "configuring runner")
+        metadata = self.agent_metadata()
+        config = self.install_agent(metadata) if metadata is not None else None
+        if metadata is not None and config is None:
+            self.log("gave up: garm-agent unavailable")
+            return
         ok, agent_id = self.credentials()
         if not ok:
             self.status("failed", "failed to get runner file")
@@ -1051,8 +1174,33 @@ class RunnerAgent:
             f"{self.callback}/system-info/",
             {"os_name": AGENT_OS_NAME, "os_version": AGENT_OS_VERSION, "agent_id": agent_id},
         )
+        if config is not None:
+            self.start_agent(config)
         self.status("idle", "runner successfully installed", agent_id)
         self.log("done")
+
+
+def trusted_ca_path(executable: Path) -> Path:
+    """The CA certificates the VMs of an installed stand-in's cloud trust: beside it."""
+    return executable.with_name(executable.name + TRUSTED_CA_SUFFIX)
+
+
+def stop_vm_agent(vm_dir: Path) -> None:
+    """Stop the garm-agent of one simulated VM, by the pid it recorded (if it still runs)."""
+    try:
+        pid = int((vm_dir / GARM_AGENT_PID).read_text(encoding="ascii"))
+        # A pid is reused once its process is gone: only a process working in this VM goes.
+        if os.readlink(f"/proc/{pid}/cwd") != str(vm_dir):
+            return
+        os.kill(pid, signal.SIGTERM)
+    except (OSError, ValueError):
+        return
+
+
+def stop_vm_agents(directory: Path) -> None:
+    """Stop every simulated VM's garm-agent under ``directory`` (the harness's teardown)."""
+    for pid_file in Path(directory).rglob(f"*{VM_DIR_INFIX}*/{GARM_AGENT_PID}"):
+        stop_vm_agent(pid_file.parent)
 
 
 # --------------------------------------------------------------------------- entry points
@@ -1106,6 +1254,11 @@ def install(
 def set_catalogue(executable: Path, catalogue: Catalogue) -> None:
     """Give an installed stand-in's cloud these images and flavors."""
     catalogue.write(catalogue_path(executable))
+
+
+def set_trusted_ca(executable: Path, pem: bytes) -> None:
+    """Have the VMs of an installed stand-in's cloud trust these CA certificates (PEM)."""
+    trusted_ca_path(executable).write_bytes(pem)
 
 
 if __name__ == "__main__":

@@ -8,12 +8,14 @@ from __future__ import annotations
 
 import base64
 import fcntl
+import hashlib
 import json
 import stat
 import subprocess
 import sys
 import threading
 import time
+import tomllib
 import uuid
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -473,6 +475,8 @@ class FakeGarm:
 
     def __init__(self) -> None:
         self.requests: list[tuple[str, str, str, Any]] = []
+        # What a GET of a path answers; any other GET answers a JIT runner file.
+        self.answers: dict[str, bytes] = {}
         self.release_metadata = threading.Event()
         self.idle = threading.Event()
         garm = self
@@ -488,7 +492,10 @@ class FakeGarm:
             def do_GET(self) -> None:
                 self._record(None)
                 garm.release_metadata.wait(20)
-                payload = json.dumps({"agentId": 42, "agentName": "garm-runner-1"}).encode()
+                payload = (
+                    garm.answers.get(self.path)
+                    or json.dumps({"agentId": 42, "agentName": "garm-runner-1"}).encode()
+                )
                 self.send_response(200)
                 self.send_header("Content-Length", str(len(payload)))
                 self.end_headers()
@@ -551,6 +558,7 @@ def test_runner_agent_reports_installing_then_idle(
             bearer,
             {"status": "installing", "message": "configuring runner"},
         ),
+        ("GET", "/api/v1/metadata/runner-metadata", bearer, None),
         ("GET", "/api/v1/metadata/credentials/runner", bearer, None),
         (
             "POST",
@@ -593,6 +601,7 @@ def test_runner_agent_without_jit_fetches_a_registration_token(
     paths = [(method, path) for method, path, _, _ in fake_garm.requests]
     assert paths == [
         ("POST", "/api/v1/callbacks/status"),
+        ("GET", "/api/v1/metadata/runner-metadata"),
         ("GET", "/api/v1/metadata/runner-registration-token/"),
         ("POST", "/api/v1/callbacks/system-info/"),
         ("POST", "/api/v1/callbacks/status"),
@@ -611,6 +620,125 @@ def test_runner_agent_only_talks_to_loopback(provider: Provider) -> None:
     )
     logs = list(provider.config_file.parent.glob("*.standin-agent-*.log"))
     assert logs == []
+
+
+AGENT_TOKEN = "agent-token-standin-test"
+
+
+def agent_mode(fake_garm: FakeGarm, tool: bytes, listed: bytes | None = None) -> None:
+    """Have the fake GARM put the runner in agent mode with ``tool`` as its garm-agent."""
+    download = f"{fake_garm.url}/metadata/tools/garm-agent/7/download"
+    metadata = {
+        "agent_mode": True,
+        "agent_tools": {
+            "download_url": download,
+            "sha256sum": hashlib.sha256(tool if listed is None else listed).hexdigest(),
+        },
+        "agent_token": AGENT_TOKEN,
+        "agent_shell_enabled": True,
+        "metadata_access": {"agent_url": "https://127.0.0.1:1/agent"},
+    }
+    fake_garm.answers["/api/v1/metadata/runner-metadata"] = json.dumps(metadata).encode()
+    fake_garm.answers["/api/v1/metadata/tools/garm-agent/7/download"] = tool
+    fake_garm.release_metadata.set()
+
+
+def create_runner(provider: Provider, fake_garm: FakeGarm, name: str = "garm-runner-1") -> None:
+    provider.create(
+        name,
+        **{
+            "callback-url": f"{fake_garm.url}/callbacks",
+            "metadata-url": f"{fake_garm.url}/metadata",
+            "instance-token": "tok",
+        },
+    )
+
+
+def statuses(fake_garm: FakeGarm) -> list[tuple[str, str]]:
+    return [
+        (body["status"], body["message"])
+        for method, path, _, body in fake_garm.requests
+        if method == "POST" and path.endswith("/status")
+    ]
+
+
+def wait_for_status(fake_garm: FakeGarm, status: str) -> None:
+    deadline = time.monotonic() + 30
+    while status not in [s for s, _ in statuses(fake_garm)]:
+        assert time.monotonic() < deadline, fake_garm.requests
+        time.sleep(0.05)
+
+
+def vm_dir(provider: Provider, name: str = "garm-runner-1") -> Path:
+    return provider.config_file.with_name(provider.config_file.name + ".standin-vm-" + name)
+
+
+def test_in_agent_mode_the_runner_downloads_configures_and_starts_garm_agent(
+    provider: Provider, fake_garm: FakeGarm
+) -> None:
+    # A garm-agent that records how it was started, then waits to be stopped.
+    tool = b'#!/bin/sh\necho "$@" > started\nexec sleep 60\n'
+    agent_mode(fake_garm, tool)
+    create_runner(provider, fake_garm)
+    wait_for_status(fake_garm, "idle")
+    assert statuses(fake_garm) == [
+        ("installing", "configuring runner"),
+        ("installing", "Agent mode is enabled; setting up agent"),
+        (
+            "installing",
+            f"Downloading agent from {fake_garm.url}/metadata/tools/garm-agent/7/download",
+        ),
+        ("installing", "Creating config and systemd unit"),
+        ("installing", "Starting garm-agent service"),
+        ("idle", "runner successfully installed"),
+    ]
+    vm = vm_dir(provider)
+    assert (vm / "garm-agent").read_bytes() == tool
+    config = tomllib.loads((vm / "garm-agent.toml").read_text())
+    assert {k: config[k] for k in ("server_url", "token", "enable_shell")} == {
+        "server_url": "https://127.0.0.1:1/agent",
+        "token": AGENT_TOKEN,
+        "enable_shell": True,
+    }
+    runner = json.loads((vm / "actions-runner" / ".runner").read_text())
+    assert runner["agentId"] == 42
+    deadline = time.monotonic() + 10
+    while not (vm / "started").exists():
+        assert time.monotonic() < deadline
+        time.sleep(0.05)
+    assert (vm / "started").read_text() == f"daemon --config {vm / 'garm-agent.toml'}\n"
+    pid = int((vm / "garm-agent.pid").read_text())
+    assert Path(f"/proc/{pid}").exists()
+
+    # Deleting the server stops its garm-agent.
+    assert provider.run("DeleteInstance", GARM_INSTANCE_ID="garm-runner-1").returncode == 0
+    deadline = time.monotonic() + 10
+    while Path(f"/proc/{pid}").exists() and b"sleep" in Path(f"/proc/{pid}/cmdline").read_bytes():
+        assert time.monotonic() < deadline, "garm-agent still runs"
+        time.sleep(0.05)
+
+
+def test_a_download_that_is_not_the_listed_tool_fails_the_runner(
+    provider: Provider, fake_garm: FakeGarm
+) -> None:
+    agent_mode(fake_garm, b"#!/bin/sh\n", listed=b"another build")
+    create_runner(provider, fake_garm)
+    wait_for_status(fake_garm, "failed")
+    assert statuses(fake_garm)[-1] == ("failed", "failed to download garm-agent")
+    assert not (vm_dir(provider) / "garm-agent").exists()
+
+
+def test_a_garm_agent_that_cannot_run_is_reported_and_the_runner_goes_idle(
+    provider: Provider, fake_garm: FakeGarm
+) -> None:
+    agent_mode(fake_garm, b"\x7fELF garm-agent for another machine")
+    create_runner(provider, fake_garm)
+    wait_for_status(fake_garm, "idle")
+    assert statuses(fake_garm)[-2:] == [
+        ("installing", "failed to start garm-agent"),
+        ("idle", "runner successfully installed"),
+    ]
+    assert not (vm_dir(provider) / "garm-agent.pid").exists()
 
 
 # --------------------------------------------------------------------------- the cloud's refusals

@@ -1,0 +1,143 @@
+"""A runner's garm-agent connects to real GARM, and GARM reports the shell it offers.
+
+The chain uploads the garm-agent stand-in (``tests/real_garm/agent_standin.py``) as the amd64
+tool, which puts the organisation in agent mode. A scale set keeps one idle runner; the
+provider stand-in's simulated runner reads its runner metadata, downloads the tool through
+GARM's metadata route and runs it; the agent connects to GARM's agent URL with the agent token
+and heartbeats. GARM then shows, on the instance, the last heartbeat and ``capabilities``: a
+shell only where the scale set asked for one (``enable_shell``) and the agent URL is secure
+(``https``, here a TLS front to GARM). GARM stores whatever the agent claims: the refusal over
+plain ``http`` is the agent's (garm-agent's head; the tagged build the image pins has no such
+check, see ``agent_standin``).
+
+Real GARM only: the emulator serves none of the runner's side (runner metadata, the metadata
+download route, the ``/agent`` websocket), so no agent can connect to it.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Iterator
+from dataclasses import replace
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from desired_state import AgentTool, AgentTools, ScalesetSpec
+from garm import GarmClient
+from reconcile.chain import run_chain
+from reconcile.scalesets.names import target_scaleset_name
+from tests.conformance.backends import REAL, wait_for
+from tests.conformance.test_agent_mode import Reader, desired, spec
+from tests.real_garm import agent_standin
+from tests.real_garm.harness import SKIP_REASON, RealGarm, garm_binary
+from tests.real_garm.tls_front import TlsFront
+
+# What GARM sends for a time it never set (Go's zero time.Time).
+NEVER = "0001-01-01T00:00:00Z"
+
+
+@pytest.fixture(params=[REAL])
+def backend(request: pytest.FixtureRequest) -> Iterator[str]:
+    """Real GARM only (the emulator has no runner metadata, tool download or /agent routes)."""
+    if garm_binary() is None:
+        pytest.skip(SKIP_REASON)
+    yield request.param
+
+
+@pytest.fixture
+def front(ready_garm: RealGarm, tmp_path: Path) -> Iterator[TlsFront]:
+    """A TLS front to GARM whose CA the stand-in cloud's VMs trust."""
+    directory = tmp_path / "front"
+    directory.mkdir()
+    tls = TlsFront(directory, lambda: ready_garm.port).start()
+    ready_garm.set_trusted_ca(tls.ca_file.read_bytes())
+    try:
+        yield tls
+    finally:
+        tls.stop()
+
+
+def agent_tool(reader: Reader) -> AgentTool:
+    """The agent stand-in, shipped as the amd64 garm-agent binary."""
+    content = agent_standin.executable()
+    shipped = AgentTool(
+        os_type="linux",
+        os_arch="amd64",
+        version="v0.0.0-standin",
+        sha256=hashlib.sha256(content).hexdigest(),
+        path="/opt/garm-agent/garm-agent-linux-amd64",
+    )
+    reader.files[shipped.path] = content
+    return shipped
+
+
+def runner_spec(name: str, enable_shell: bool) -> ScalesetSpec:
+    return replace(spec(name, "acme", "amd64", enable_shell=enable_shell), min_idle_runners=1)
+
+
+def set_agent_url(client: GarmClient, agent_url: str) -> None:
+    info = client.get_controller()
+    assert info.metadata_url and info.callback_url and info.webhook_url
+    client.update_controller(
+        metadata_url=info.metadata_url,
+        callback_url=info.callback_url,
+        webhook_url=info.webhook_url,
+        agent_url=agent_url,
+    )
+
+
+def heard_twice(garm: RealGarm, scaleset: ScalesetSpec) -> dict[str, Any]:
+    """The scale set's runner once GARM recorded two heartbeats of its agent.
+
+    GARM handles one agent connection's messages in order, storing the heartbeat time before
+    the capabilities: once a second heartbeat is recorded, the first one's capabilities are too.
+    """
+    live = target_scaleset_name(scaleset.name, scaleset.labels)
+    seen: list[str] = []
+
+    def probe() -> dict[str, Any] | None:
+        instances = garm.instances(live)
+        if len(instances) != 1:
+            return None
+        beat = instances[0].get("heartbeat", NEVER)
+        if beat != NEVER and beat not in seen:
+            seen.append(beat)
+        return instances[0] if len(seen) >= 2 else None
+
+    return wait_for(garm, f"two heartbeats from the agent of {live}", probe)
+
+
+def test_garm_reports_a_shell_only_where_asked_and_over_a_secure_agent_url(
+    client: GarmClient, ready_garm: RealGarm, front: TlsFront
+):
+    reader = Reader()
+    tools = AgentTools((agent_tool(reader),))
+    plain = runner_spec("plain-shell", enable_shell=True)
+
+    # The agent URL GARM was given at bootstrap is plain http: the agent dials ws:// and
+    # refuses the shell, as garm-agent does, although the scale set asks for one.
+    assert (client.get_controller().agent_url or "").startswith("http://")
+    first = run_chain(client, desired(tools, plain), read_tool=reader)
+    assert first.notices == []
+    runner = heard_twice(ready_garm, plain)
+    assert runner["capabilities"] == {"has_shell": False}
+    assert runner["status"] == "running"
+    # What ran is what was uploaded, downloaded through GARM's metadata route.
+    vm = ready_garm.vm_dir(runner["name"])
+    assert (vm / "garm-agent").read_bytes() == reader.files[tools.tools[0].path]
+    assert "shell disabled: enable_shell requires a secure" in (vm / "garm-agent.log").read_text()
+
+    # Over the TLS front (https): the agent asked for a shell offers one, the other does not.
+    set_agent_url(client, f"{front.base_url}/agent")
+    shell = runner_spec("tls-shell", enable_shell=True)
+    no_shell = runner_spec("tls-no-shell", enable_shell=False)
+    state = desired(tools, plain, shell, no_shell)
+    result = run_chain(client, state, first.memory, read_tool=reader)
+    assert result.notices == []
+    assert heard_twice(ready_garm, shell)["capabilities"] == {"has_shell": True}
+    assert heard_twice(ready_garm, no_shell)["capabilities"] == {"has_shell": False}
+    # The first runner's agent keeps its plain connection and its answer.
+    [still_plain] = ready_garm.instances(target_scaleset_name(plain.name, plain.labels))
+    assert still_plain["capabilities"] == {"has_shell": False}
