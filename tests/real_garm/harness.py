@@ -280,6 +280,26 @@ class RealGarm:
             servers += json.loads(path.read_text(encoding="utf-8"))["servers"].values()
         return servers
 
+    def kill(self) -> None:
+        """SIGKILL GARM (its whole group) and return once it is dead; it is started again.
+
+        As a GARM killed in the pod: nothing is stopped cleanly, and the restart after an exit
+        (Pebble's) starts it again on the same database. The exit is noted in :attr:`exits`.
+        """
+        with self._lock:
+            process = self._process
+        if process is None:
+            return
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(process.pid, signal.SIGKILL)
+        deadline = time.monotonic() + STOP_TIMEOUT
+        while _alive(process.pid) and time.monotonic() < deadline:
+            time.sleep(0.01)
+
+    def reset_restart_delay(self) -> None:
+        """Start the next restart after an exit with the first delay again (a new pod's)."""
+        self._restart_delay = RESTART_DELAY
+
     def halt(self) -> None:
         """Stop GARM by its pid and keep the proxy: calls then fail as on a stopped service."""
         self._terminate()
@@ -617,6 +637,16 @@ class RealGarm:
             return
         _check(response)
         self._endpoint_pointed = True
+
+
+def _alive(pid: int) -> bool:
+    """Whether process ``pid`` exists and is not a zombie (dead, not reaped yet)."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text(encoding="utf-8")
+    except OSError:
+        return False
+    # The state follows the command name, which is in parentheses and may hold spaces.
+    return stat.rsplit(")", 1)[1].split()[0] != "Z"
 
 
 def _new_user(username: str, password: str) -> dict[str, str]:
