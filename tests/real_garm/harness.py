@@ -174,6 +174,7 @@ class RealGarm:
         self._process: subprocess.Popen[bytes] | None = None
         self._port = 0
         self._token: str | None = None
+        self._http: httpx.Client | None = None
         self.proxy = RecordingProxy()
         self.proxy.on_urls_set = self._point_endpoint_once
 
@@ -308,6 +309,9 @@ class RealGarm:
         """Stop GARM (and everything it started) by its pid, then the proxy."""
         self._terminate()
         self.proxy.stop()
+        if self._http is not None:
+            self._http.close()
+            self._http = None
 
     def __enter__(self) -> RealGarm:
         return self.start()
@@ -418,16 +422,24 @@ class RealGarm:
 
     def _get(self, path: str, params: Mapping[str, str]) -> Any:
         with self._lock:  # not while GARM is being restarted
-            url = self._direct_url
-        with httpx.Client(base_url=url, timeout=30) as http:
-            if self._token is None:
-                self._token = self._login(http)
+            http = self._reader()
+        if self._token is None:
+            self._token = self._login(http)
+        response = http.get(path, params=params, headers=_bearer(self._token))
+        if response.status_code == 401:
+            self._token = self._login(http)
             response = http.get(path, params=params, headers=_bearer(self._token))
-            if response.status_code == 401:
-                self._token = self._login(http)
-                response = http.get(path, params=params, headers=_bearer(self._token))
-            _check(response)
-            return response.json()
+        _check(response)
+        return response.json()
+
+    def _reader(self) -> httpx.Client:
+        """The read views' client for the GARM running now (one per port: a client is costly)."""
+        url = self._direct_url
+        if self._http is None or str(self._http.base_url).rstrip("/") != url:
+            if self._http is not None:
+                self._http.close()
+            self._http = httpx.Client(base_url=url, timeout=30)
+        return self._http
 
     def controller(self) -> dict[str, Any]:
         """GARM's controller information."""
