@@ -7,9 +7,9 @@ register. The calls faulted are those of the step's hooks that write to GARM: a 
 step that only reads (the relation-changed after a relation-joined that did the work) makes the
 calls of any converged update-status hook. In a step that repeats itself (:attr:`Story.repeats`:
 the second configurator arriving makes the first one's calls again), only the writes of the
-repeat are faulted. Then :func:`run_case` puts the precondition back, arms the fault, runs the step and
-then the story's later hook (update-status; ``stop`` again for the removal) until the observed
-state equals the desired one, and one more hook that must write nothing.
+repeat are faulted. Then :func:`run_case` puts the precondition back, arms the fault, runs the
+step and then the story's later hook (update-status; ``stop`` again for the removal) until the
+observed state equals the desired one, and one more hook that must write nothing.
 
 Invariants, checked after every hook (the step's and the later ones) and at the end; a broken
 one is a violation of the case, listed with it:
@@ -236,9 +236,7 @@ def reference(world: World, snapshot: Snapshot, story: Story) -> Reference:
     _hook(world, checks, "the step", story.step)
     world.forget_expected_exits()
     calls = [
-        call_shape(c.method, c.path)
-        for c in world.garm.requests
-        if not is_instance_call(c.path)
+        call_shape(c.method, c.path) for c in world.garm.requests if not is_instance_call(c.path)
     ]
     if len(calls) != world.garm.proxy.arrivals:
         checks.violations.append("an unfaulted call went unanswered")
@@ -313,9 +311,17 @@ def run_case(
     proxy.clear_faults()
     checks.ended()
     world.forget_expected_exits()
-    return Outcome(
-        story.key, fault, call, hooks, checks.violations, time.monotonic() - started
-    )
+    return Outcome(story.key, fault, call, hooks, checks.violations, time.monotonic() - started)
 
 
-__all__ = ["CFG_A", "CFG_B", "CUT", "KILL", "LATE", "Outcome", "Reference", "reference", "run_case"]
+__all__ = [
+    "CFG_A",
+    "CFG_B",
+    "CUT",
+    "KILL",
+    "LATE",
+    "Outcome",
+    "Reference",
+    "reference",
+    "run_case",
+]

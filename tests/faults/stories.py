@@ -26,9 +26,9 @@ from typing import Any
 from ops import testing
 
 from tests.charm_driver import Configurator, configurator
-from workload import CONTAINER_NAME
 from tests.faults.world import World
 from tests.simulate_backends import is_busy, is_idle
+from workload import CONTAINER_NAME
 
 CFG_A, CFG_B = "cfg-a", "cfg-b"
 EMPTY, TWO, BUSY = "empty", "two", "busy"

@@ -14,9 +14,7 @@ from tests.faults.stories import story
 
 
 def _violations(outcomes: list[Outcome]) -> list[str]:
-    return [
-        f"{o.story} {o.fault} at call {o.call}: {v}" for o in outcomes for v in o.violations
-    ]
+    return [f"{o.story} {o.fault} at call {o.call}: {v}" for o in outcomes for v in o.violations]
 
 
 @pytest.mark.parametrize("fault", [CUT, KILL])
@@ -25,10 +23,7 @@ def test_a_fault_at_every_call_of_the_step(campaign: Campaign, key: str, fault: 
     told = story(key)
     snapshot, ref = campaign.reference(told)
     assert ref.violations == []
-    outcomes = [
-        run_case(campaign.world, snapshot, told, ref, fault, call)
-        for call in ref.faulted
-    ]
+    outcomes = [run_case(campaign.world, snapshot, told, ref, fault, call) for call in ref.faulted]
     record(ref, outcomes)
     assert _violations(outcomes) == []
 

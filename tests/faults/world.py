@@ -136,6 +136,7 @@ class World:
         GARM v0.2.1-afda4e76 exit (``tests/conformance/test_garm_exit.py``); a case starts
         from a GARM that has been up long enough, as one that has run for a while in a pod.
         """
+
         def listening() -> bool:
             enabled = {s["name"] for s in self.garm.scalesets() if s.get("enabled")}
             live = {v.name for v in self.github.scalesets() if v.has_session}

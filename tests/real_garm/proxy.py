@@ -191,12 +191,20 @@ class RecordingProxy:
         self.latency = 0.0
 
     def arrive(self, path: str) -> str | None:
-        """Number one arriving call; return the fault planned for it (handler use)."""
+        """Number one arriving client call, make it late, kill GARM if planned (handler use).
+
+        Returns the fault planned for the call.
+        """
         if is_instance_call(path):
             return None
         with self._lock:
             self._arrivals += 1
-            return self._faults.pop(self._arrivals, None)
+            fault = self._faults.pop(self._arrivals, None)
+        if self.latency:
+            time.sleep(self.latency)
+        if fault == KILL and self.on_kill is not None:
+            self.on_kill()
+        return fault
 
     def refuse_next(self, method: str, path_regex: str, status: int = 500) -> None:
         """Refuse the next ``method`` call whose API path fully matches ``path_regex``.
@@ -275,24 +283,12 @@ class _ProxyHandler(BaseHTTPRequestHandler):
             else split.path
         )
         fault = proxy.arrive(path)
-        if proxy.latency and not is_instance_call(path):
-            time.sleep(proxy.latency)
-        if fault == KILL and proxy.on_kill is not None:
-            proxy.on_kill()
-        injected = proxy.take_refusal(self.command, path)
-        if injected is not None:
-            status, answer_headers = injected, [("Content-Type", "application/json")]
-            answer = json.dumps({"error": "Server error", "details": "injected by the test proxy"})
-            answer = answer.encode()
-        else:
-            try:
-                status, answer_headers, answer = proxy.forward(
-                    self.command, self.path, body, headers
-                )
-            except OSError:
-                # GARM is down: the client must see a dropped connection, as without us.
-                self.close_connection = True
-                return
+        answered = self._answer(proxy, path, body, headers)
+        if answered is None:
+            # GARM is down: the client must see a dropped connection, as without us.
+            self.close_connection = True
+            return
+        status, answer_headers, answer = answered
         if (
             self.command == "PUT"
             and path == CONTROLLER_PATH
@@ -319,6 +315,19 @@ class _ProxyHandler(BaseHTTPRequestHandler):
         self.send_header("Content-Length", str(len(answer)))
         self.end_headers()
         self.wfile.write(answer)
+
+    def _answer(
+        self, proxy: RecordingProxy, path: str, body: bytes, headers: dict[str, str]
+    ) -> tuple[int, list[tuple[str, str]], bytes] | None:
+        """GARM's answer, or the refusal injected in its place; None when GARM is down."""
+        injected = proxy.take_refusal(self.command, path)
+        if injected is not None:
+            answer = json.dumps({"error": "Server error", "details": "injected by the test proxy"})
+            return injected, [("Content-Type", "application/json")], answer.encode()
+        try:
+            return proxy.forward(self.command, self.path, body, headers)
+        except OSError:
+            return None
 
 
 def _register_token(answer: bytes) -> None:
