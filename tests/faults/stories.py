@@ -126,9 +126,22 @@ def story(key: str) -> Story:
 
 
 def start_busy_runner(world: World) -> dict[str, Any]:
-    """Queue a job for ``cfg-a``'s scale set; GARM brings a runner up; the job starts on it."""
+    """Queue a job for ``cfg-a``'s scale set; GARM brings a runner up; the job starts on it.
+
+    Call it on a world just put back (:meth:`World.restore`).
+    """
     garm = world.garm
     (scaleset,) = [s for s in garm.scalesets() if s["name"].startswith(CFG_A)]
+    # Measured on v0.2.1-afda4e76: a job assigned to a scale set before GARM (just started)
+    # has its entity's runner tools gets no runner, and nothing makes GARM look at it again.
+    # The world was just put back (the stand-in's record with it): GARM's fetch is in it.
+    world.await_state(
+        "GARM to fetch org-a's runner tools",
+        lambda: any(
+            r.route == "runner_downloads" and r.status == 200 and "/orgs/org-a/" in r.path
+            for r in world.github.requests
+        ),
+    )
     job = world.github.queue_job(scaleset["name"])
     world.await_state(
         f"GARM to acquire job {job}",
