@@ -29,7 +29,7 @@ from .model import (
     StandinError,
 )
 from .routing import REST, Call, Reply, Route, Urls
-from .state import StandinState
+from .state import StandinSnapshot, StandinState
 
 ROUTES: tuple[Route, ...] = (*rest_routes.routes.table, *actions_routes.routes.table)
 # A held request is answered after this long at most, so no server thread waits forever.
@@ -328,6 +328,15 @@ class GitHubStandin:
         with self._lock:
             self._holds[route] = held
         return held
+
+    def snapshot(self) -> StandinSnapshot:
+        """Copy the world (scale sets, sessions, jobs, runners, tokens), App keys aside."""
+        return self.state.snapshot()
+
+    def restore(self, snapshot: StandinSnapshot) -> None:
+        """Put the world back as :meth:`snapshot` copied it and forget the record."""
+        self.state.restore(snapshot)
+        self.clear_requests()
 
     def queue_job(
         self, scaleset_name: str, labels: list[str] | None = None, repository: str = "repo"

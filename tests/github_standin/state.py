@@ -17,6 +17,7 @@ import threading
 import time
 import uuid
 from collections.abc import Callable, Iterable
+from dataclasses import dataclass
 from typing import Any
 from urllib.parse import urlsplit
 
@@ -49,6 +50,15 @@ from .tokens import opaque_token, timed_jwt
 
 DEFAULT_GROUP = RunnerGroup(id=1, name="Default", is_default=True)
 JOB_MESSAGES = "RunnerScaleSetJobMessages"
+
+
+@dataclass(frozen=True)
+class StandinSnapshot:
+    """The stand-in's world at one moment (:meth:`StandinState.snapshot`)."""
+
+    records: dict[str, Any]
+    next_ids: dict[str, int]
+    next_group_id: int
 
 
 def _registration_token() -> str:
@@ -92,6 +102,46 @@ class StandinState:
         """Wake every long poll so that it answers at once."""
         with self._cond:
             self._closing = True
+            self._cond.notify_all()
+
+    # ----- snapshots (the fault campaign puts a world back as it was)
+
+    # The records that make up the Actions world (App keys are not part of it).
+    _WORLD = (
+        "_groups",
+        "_tenants",
+        "_scale_sets",
+        "_sessions",
+        "_jobs",
+        "_agents",
+        "_installation_tokens",
+        "_registration_tokens",
+        "_admin_tokens",
+    )
+
+    def snapshot(self) -> StandinSnapshot:
+        """A copy of the world: records and the next ids.
+
+        Message sessions are kept as abandoned (not polled for longer than
+        ``session_idle_timeout``): whoever polled them is gone once the world is put back.
+        """
+        with self._cond:
+            records = copy.deepcopy({name: getattr(self, name) for name in self._WORLD})
+            next_ids = {kind: next(counter) for kind, counter in self._next_id.items()}
+            self._next_id = {kind: itertools.count(n) for kind, n in next_ids.items()}
+            next_group = next(self._next_group_id)
+            self._next_group_id = itertools.count(next_group)
+        for sess in records["_sessions"].values():
+            sess.polling, sess.last_seen = 0, 0.0
+        return StandinSnapshot(records, next_ids, next_group)
+
+    def restore(self, snapshot: StandinSnapshot) -> None:
+        """Put the world back as :meth:`snapshot` copied it; long polls on it end."""
+        with self._cond:
+            for name, value in copy.deepcopy(snapshot.records).items():
+                setattr(self, name, value)
+            self._next_id = {k: itertools.count(n) for k, n in snapshot.next_ids.items()}
+            self._next_group_id = itertools.count(snapshot.next_group_id)
             self._cond.notify_all()
 
     # ----- GitHub REST credentials

@@ -174,6 +174,7 @@ class RealGarm:
         self._process: subprocess.Popen[bytes] | None = None
         self._port = 0
         self._token: str | None = None
+        self._http: httpx.Client | None = None
         self.proxy = RecordingProxy()
         self.proxy.on_urls_set = self._point_endpoint_once
 
@@ -296,6 +297,26 @@ class RealGarm:
             servers += json.loads(path.read_text(encoding="utf-8"))["servers"].values()
         return servers
 
+    def kill(self) -> None:
+        """SIGKILL GARM (its whole group) and return once it is dead; it is started again.
+
+        As a GARM killed in the pod: nothing is stopped cleanly, and the restart after an exit
+        (Pebble's) starts it again on the same database. The exit is noted in :attr:`exits`.
+        """
+        with self._lock:
+            process = self._process
+        if process is None:
+            return
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(process.pid, signal.SIGKILL)
+        deadline = time.monotonic() + STOP_TIMEOUT
+        while _alive(process.pid) and time.monotonic() < deadline:
+            time.sleep(0.01)
+
+    def reset_restart_delay(self) -> None:
+        """Start the next restart after an exit with the first delay again (a new pod's)."""
+        self._restart_delay = RESTART_DELAY
+
     def halt(self) -> None:
         """Stop GARM by its pid and keep the proxy: calls then fail as on a stopped service."""
         self._terminate()
@@ -305,6 +326,9 @@ class RealGarm:
         self._terminate()
         provider_standin.stop_vm_agents(self.workdir)
         self.proxy.stop()
+        if self._http is not None:
+            self._http.close()
+            self._http = None
 
     def __enter__(self) -> RealGarm:
         return self.start()
@@ -415,16 +439,24 @@ class RealGarm:
 
     def _get(self, path: str, params: Mapping[str, str]) -> Any:
         with self._lock:  # not while GARM is being restarted
-            url = self._direct_url
-        with httpx.Client(base_url=url, timeout=30) as http:
-            if self._token is None:
-                self._token = self._login(http)
+            http = self._reader()
+        if self._token is None:
+            self._token = self._login(http)
+        response = http.get(path, params=params, headers=_bearer(self._token))
+        if response.status_code == 401:
+            self._token = self._login(http)
             response = http.get(path, params=params, headers=_bearer(self._token))
-            if response.status_code == 401:
-                self._token = self._login(http)
-                response = http.get(path, params=params, headers=_bearer(self._token))
-            _check(response)
-            return response.json()
+        _check(response)
+        return response.json()
+
+    def _reader(self) -> httpx.Client:
+        """The read views' client for the GARM running now (one per port: a client is costly)."""
+        url = self._direct_url
+        if self._http is None or str(self._http.base_url).rstrip("/") != url:
+            if self._http is not None:
+                self._http.close()
+            self._http = httpx.Client(base_url=url, timeout=30)
+        return self._http
 
     def controller(self) -> dict[str, Any]:
         """GARM's controller information."""
@@ -634,6 +666,16 @@ class RealGarm:
             return
         _check(response)
         self._endpoint_pointed = True
+
+
+def _alive(pid: int) -> bool:
+    """Whether process ``pid`` exists and is not a zombie (dead, not reaped yet)."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text(encoding="utf-8")
+    except OSError:
+        return False
+    # The state follows the command name, which is in parentheses and may hold spaces.
+    return stat.rsplit(")", 1)[1].split()[0] != "Z"
 
 
 def _new_user(username: str, password: str) -> dict[str, str]:

@@ -17,6 +17,19 @@ URLs (``PUT /api/v1/controller``), with the caller's ``Authorization`` header, b
 goes back. The harness uses it to point GARM's ``github.com`` endpoint at the GitHub stand-in at
 the only moment GARM allows it: after the URLs are set and before any credential exists.
 
+Faults, for the fault campaign (``tests/faults/``): the proxy numbers the calls of GARM's API
+clients as they arrive (1, 2, ...; since :meth:`RecordingProxy.clear`), leaving out the calls a
+runner makes (:data:`INSTANCE_PREFIXES`: a simulated runner VM calls back on its own clock), and
+can act on one of them (:meth:`RecordingProxy.fault_at`):
+
+- ``cut``: the call reaches GARM and GARM answers, but the connection is closed without the
+  answer; the caller cannot know whether a write took effect. Recorded with status
+  :data:`CUT_STATUS`.
+- ``kill``: GARM is killed (``on_kill``, the harness's SIGKILL) when the call arrives, before it
+  reaches GARM; the connection drops as with a GARM that is down.
+
+and can answer every call ``latency`` seconds late (the call waits before it is forwarded).
+
 Observers (``observers``) see every recorded call, GARM's status included, before its answer
 goes back to the caller: what they do is in place when the caller goes on.
 ``tests.real_garm.github_apps`` uses this to give the GitHub stand-in the App keys GARM accepts.
@@ -28,6 +41,7 @@ import http.client
 import json
 import re
 import threading
+import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -39,6 +53,13 @@ from tests.log_secrets import register_secret
 API_PREFIX = "/api/v1"
 WRITE_METHODS = frozenset({"POST", "PUT", "DELETE", "PATCH"})
 LOGIN_PATH = "/auth/login"
+# The routes a runner calls (its status, its metadata), not GARM's API clients.
+INSTANCE_PREFIXES = ("/callbacks", "/metadata", "/agent", "/webhooks")
+# The status recorded for a call whose answer the proxy cut off.
+CUT_STATUS = 0
+CUT = "cut"
+KILL = "kill"
+FAULTS = (CUT, KILL)
 CONTROLLER_PATH = "/controller"
 # Headers that describe one hop, not the message: never forwarded.
 _HOP_HEADERS = frozenset(
@@ -73,6 +94,11 @@ UrlsSetHook = Callable[[str], None]
 Observer = Callable[[RecordedCall], None]
 
 
+def is_instance_call(path: str) -> bool:
+    """Whether an API path is one a runner calls (its callbacks), not an API client's."""
+    return path.startswith(INSTANCE_PREFIXES)
+
+
 class RecordingProxy:
     """Forward HTTP calls to ``upstream`` and remember each one.
 
@@ -86,6 +112,10 @@ class RecordingProxy:
         self.observers: list[Observer] = []
         self._calls: list[RecordedCall] = []
         self._refusals: list[tuple[str, re.Pattern[str], int]] = []
+        self.on_kill: Callable[[], None] | None = None
+        self.latency = 0.0
+        self._arrivals = 0
+        self._faults: dict[int, str] = {}
         self._lock = threading.Lock()
         self._server: ThreadingHTTPServer | None = None
         self._thread: threading.Thread | None = None
@@ -134,9 +164,47 @@ class RecordingProxy:
             return list(self._calls)
 
     def clear(self) -> None:
-        """Forget the calls recorded so far."""
+        """Forget the calls recorded so far; number the next arriving client call 1."""
         with self._lock:
             self._calls.clear()
+            self._arrivals = 0
+
+    @property
+    def arrivals(self) -> int:
+        """How many API clients' calls arrived since :meth:`clear` (answered or not)."""
+        with self._lock:
+            return self._arrivals
+
+    def fault_at(self, call: int, fault: str) -> None:
+        """Act on the client call numbered ``call``: ``cut`` its answer or ``kill`` GARM."""
+        if fault not in FAULTS:
+            raise ValueError(f"unknown fault {fault!r}")
+        if fault == KILL and self.on_kill is None:
+            raise RuntimeError("no on_kill: the proxy cannot kill this GARM")
+        with self._lock:
+            self._faults[call] = fault
+
+    def clear_faults(self) -> None:
+        """Drop the faults not reached yet and the latency."""
+        with self._lock:
+            self._faults.clear()
+        self.latency = 0.0
+
+    def arrive(self, path: str) -> str | None:
+        """Number one arriving client call, make it late, kill GARM if planned (handler use).
+
+        Returns the fault planned for the call.
+        """
+        if is_instance_call(path):
+            return None
+        with self._lock:
+            self._arrivals += 1
+            fault = self._faults.pop(self._arrivals, None)
+        if self.latency:
+            time.sleep(self.latency)
+        if fault == KILL and self.on_kill is not None:
+            self.on_kill()
+        return fault
 
     def refuse_next(self, method: str, path_regex: str, status: int = 500) -> None:
         """Refuse the next ``method`` call whose API path fully matches ``path_regex``.
@@ -214,20 +282,13 @@ class _ProxyHandler(BaseHTTPRequestHandler):
             if split.path.startswith(API_PREFIX)
             else split.path
         )
-        injected = proxy.take_refusal(self.command, path)
-        if injected is not None:
-            status, answer_headers = injected, [("Content-Type", "application/json")]
-            answer = json.dumps({"error": "Server error", "details": "injected by the test proxy"})
-            answer = answer.encode()
-        else:
-            try:
-                status, answer_headers, answer = proxy.forward(
-                    self.command, self.path, body, headers
-                )
-            except OSError:
-                # GARM is down: the client must see a dropped connection, as without us.
-                self.close_connection = True
-                return
+        fault = proxy.arrive(path)
+        answered = self._answer(proxy, path, body, headers)
+        if answered is None:
+            # GARM is down: the client must see a dropped connection, as without us.
+            self.close_connection = True
+            return
+        status, answer_headers, answer = answered
         if (
             self.command == "PUT"
             and path == CONTROLLER_PATH
@@ -237,10 +298,16 @@ class _ProxyHandler(BaseHTTPRequestHandler):
             proxy.on_urls_set(self.headers.get("Authorization", ""))
         if path == LOGIN_PATH and status == 200:
             _register_token(answer)
+        if fault == CUT:
+            status = CUT_STATUS
         call = RecordedCall(self.command, path, dict(parse_qsl(split.query)), _parse(body), status)
         proxy.record(call)
         for observe in list(proxy.observers):
             observe(call)
+        if fault == CUT:
+            # GARM answered; the caller gets a closed connection instead.
+            self.close_connection = True
+            return
         self.send_response(status)
         for name, value in answer_headers:
             if name.lower() not in _HOP_HEADERS and name.lower() != "content-length":
@@ -248,6 +315,19 @@ class _ProxyHandler(BaseHTTPRequestHandler):
         self.send_header("Content-Length", str(len(answer)))
         self.end_headers()
         self.wfile.write(answer)
+
+    def _answer(
+        self, proxy: RecordingProxy, path: str, body: bytes, headers: dict[str, str]
+    ) -> tuple[int, list[tuple[str, str]], bytes] | None:
+        """GARM's answer, or the refusal injected in its place; None when GARM is down."""
+        injected = proxy.take_refusal(self.command, path)
+        if injected is not None:
+            answer = json.dumps({"error": "Server error", "details": "injected by the test proxy"})
+            return injected, [("Content-Type", "application/json")], answer.encode()
+        try:
+            return proxy.forward(self.command, self.path, body, headers)
+        except OSError:
+            return None
 
 
 def _register_token(answer: bytes) -> None:

@@ -55,7 +55,7 @@ class OrphanSweep:
             return False
         name = scaleset.name or ""
         subject = logical_of(name)
-        if not self._disable(scaleset.id, name):
+        if _needs_disable(scaleset) and not self._disable(scaleset.id, name):
             self._notices.append(Notice(Severity.WAITING, subject, "removal deferred"))
             return False
         remaining = self._runners.remove(scaleset.id, name)
@@ -91,3 +91,12 @@ class OrphanSweep:
             )
             return False
         return True
+
+
+def _needs_disable(scaleset: ScaleSet) -> bool:
+    """Whether GARM still has the orphan enabled or keeping idle runners.
+
+    An orphan drains for as long as its busy runners run (days, at most): rewriting it on every
+    pass would be a write in every converged hook.
+    """
+    return bool(scaleset.enabled) or bool(scaleset.min_idle_runners)

@@ -953,6 +953,23 @@ def test_orphan_busy_runner_is_left_unless_stale(
     )
 
 
+def test_draining_orphan_is_disabled_once_not_on_every_pass(
+    garm: GarmEmulator, reconciler: ScalesetReconciler
+) -> None:
+    garm.add_scaleset("gone-0000aaaa", org=ORG, min_idle_runners=1)
+    orphan_id = row(garm, "gone-0000aaaa").id
+    busy = garm.add_instance("gone-0000aaaa")["name"]
+    garm.mark_busy(busy)
+    reconciler.reconcile([])
+    assert calls(garm, "PUT", rf"/scalesets/{orphan_id}") != []
+
+    garm.clear_requests()
+    again = reconciler.reconcile([])
+
+    assert garm.writes() == []
+    assert {s.name for s in again.live} == {"gone-0000aaaa"}
+
+
 def test_active_runner_without_a_job_is_left(
     garm: GarmEmulator, reconciler: ScalesetReconciler
 ) -> None:

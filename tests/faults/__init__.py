@@ -1,0 +1,1 @@
+"""The fault campaign on real GARM (``tox -e faults``)."""
