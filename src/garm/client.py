@@ -1,9 +1,11 @@
 """The GARM client: one method per GARM call the charm makes.
 
-``GarmClient`` composes a :class:`garm.transport.GarmTransport`, which sends each request (one
-trace span per call), maps a failure to :class:`GarmApiError` and its subclasses and parses
-the answer. Callers import it from the package (``from garm import GarmClient``). Must not
-import ops or any module outside the ``garm`` package.
+``GarmSession`` owns the connection and what comes before any object (readiness, first run,
+login); ``GarmClient`` adds one method per call on GARM's objects. Both compose a
+:class:`garm.transport.GarmTransport`, which sends each request (one trace span per call), maps
+a failure to :class:`GarmApiError` and its subclasses and parses the answer. Callers import it
+from the package (``from garm import GarmClient``). Must not import ops or any module outside
+the ``garm`` package.
 """
 
 from __future__ import annotations
@@ -50,8 +52,8 @@ TOOLS_PAGE_SIZE = 100
 MAX_TOOL_PAGES = 10
 
 
-class GarmClient:
-    """A synchronous client for one GARM server.
+class GarmSession:
+    """A synchronous session with one GARM server: the connection, readiness and login.
 
     Call :meth:`login` before any authenticated call; the JWT it returns is sent as a bearer
     token. Every request has a timeout.
@@ -134,6 +136,10 @@ class GarmClient:
             raise GarmProtocolError("GARM returned no token on login", status=200)
         self._transport.token = token
         return token
+
+
+class GarmClient(GarmSession):
+    """A synchronous client for one GARM server: one method per call on GARM's objects."""
 
     def get_controller(self) -> ControllerInfo:
         """Return the controller information, including its URLs."""
