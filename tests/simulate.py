@@ -390,11 +390,15 @@ def agent_with_shell(story: Story) -> None:
 
     def with_shell() -> dict[str, Any] | None:
         return next(
-            (r for r in garm.instances(live) if (r.get("capabilities") or {}).get("has_shell")),
+            (
+                r
+                for r in garm.instances(live)
+                if r["name"] not in rotated and (r.get("capabilities") or {}).get("has_shell")
+            ),
             None,
         )
 
-    story.await_garm("a runner whose garm-agent reports has_shell", with_shell)
+    story.await_garm("a fresh runner whose garm-agent reports has_shell", with_shell)
     runner = with_shell() or {}
     print(
         f"  Runner {runner.get('name')}: heartbeat {runner.get('heartbeat')}, capabilities "
