@@ -187,18 +187,23 @@ def agent_binary(os_arch: str, version: str = AGENT_VERSION) -> bytes:
 
 
 def write_agent_tools(
-    directory: Path, arches: tuple[str, ...] = AGENT_ARCHES, version: str = AGENT_VERSION
+    directory: Path,
+    arches: tuple[str, ...] = AGENT_ARCHES,
+    version: str = AGENT_VERSION,
+    binaries: Mapping[str, bytes] | None = None,
 ) -> Path:
     """Lay out ``directory`` as the image's garm-agent directory: binaries and their manifest.
 
     ``directory`` is mounted at ``agent_image.AGENT_DIR``; the manifest is the rock's format.
+    ``binaries`` gives the content of some architectures' binaries (the others get
+    :func:`agent_binary`); the manifest holds the digest of what was written.
     """
     tools: list[dict[str, str]] = []
     for arch in arches:
         path = agent_image.binary_path("linux", arch)
         binary = directory / path.removeprefix(f"{agent_image.AGENT_DIR}/")
         binary.parent.mkdir(parents=True, exist_ok=True)
-        binary.write_bytes(agent_binary(arch, version))
+        binary.write_bytes((binaries or {}).get(arch) or agent_binary(arch, version))
         digest = hashlib.sha256(binary.read_bytes()).hexdigest()
         tools.append({"os_type": "linux", "os_arch": arch, "sha256": digest, "path": path})
     manifest = directory / agent_image.MANIFEST_PATH.removeprefix(f"{agent_image.AGENT_DIR}/")

@@ -8,19 +8,36 @@ the script prints what ``juju status`` would show, the scale sets GARM holds and
 the charm publishes, and checks the state the step must reach. Where GARM must work on its own
 (runners booting, runners reaped), the story waits for it with a bounded poll that says what it
 awaits. It exits non-zero at the first expectation that is not met.
+
+The story ends with agent mode and the shell: the image's garm-agent binaries in GARM, the
+entity in agent mode, a configurator asking for a shell while GARM's external URL is plain
+``http`` (Blocked), then an ``https`` ingress. On real GARM the image's amd64 garm-agent is the
+garm-agent stand-in and the ingress a TLS front, so a runner's agent connects and GARM reports
+its shell; the emulator serves no runner side, and the story says so instead of checking it.
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import sys
 import time
 from collections.abc import Callable, Sequence
+from typing import Any
 
 import ops
 from ops import testing
 
-from tests.charm_driver import CharmDriver, Configurator, configurator, planned_providers
+import agent_image
+from charm_state import SHELL_NEEDS_TLS
+from garm import GarmClient
+from tests.charm_driver import (
+    CharmDriver,
+    Configurator,
+    admin_credentials,
+    configurator,
+    planned_providers,
+)
 from tests.simulate_backends import (
     EMULATOR,
     REAL,
@@ -29,6 +46,7 @@ from tests.simulate_backends import (
     is_busy,
     is_idle,
     open_backend,
+    serve_ingress,
 )
 
 
@@ -252,14 +270,159 @@ def trim_provider(story: Story) -> None:
     story.expect("status is Active", state.unit_status == ops.ActiveStatus())
 
 
+def shell_needs_tls(story: Story, cfg_a: Configurator) -> None:
+    """Step: cfg-a asks for a shell while GARM's external URL is plain http: Blocked."""
+    driver, garm = story.driver, story.garm
+    story.step('cfg-a asks for a shell (enable_shell: "true"); GARM\'s external URL is http')
+    state = driver.change_relation(cfg_a.relation, enable_shell="true")
+    story.show(state)
+    agent_url = str(garm.controller().get("agent_url"))
+    print(f"  GARM's agent URL: {agent_url}")
+    story.expect("the agent URL is plain http", agent_url.startswith("http://"))
+    story.expect(
+        f"Blocked: cfg-a-runners: {SHELL_NEEDS_TLS}",
+        state.unit_status == ops.BlockedStatus(f"cfg-a-runners: {SHELL_NEEDS_TLS}"),
+    )
+    scaleset = garm.scaleset_by_name(live_name(garm, "cfg-a")) or {}
+    story.expect("GARM's scale set keeps the shell off", not scaleset.get("enable_shell"))
+
+
+def shell_over_tls(story: Story) -> None:
+    """Step: the ingress serves https; the shell goes on in GARM."""
+    driver, garm = story.driver, story.garm
+    story.step(f"The ingress serves https ({garm.https_url}): the shell is turned on")
+    if not garm.serves_agents:
+        print("  (the emulator serves no TLS: the https URL is only what GARM is told)")
+    state = serve_ingress(driver, garm.https_url)
+    story.show(state)
+    agent_url = garm.controller().get("agent_url")
+    print(f"  GARM's agent URL: {agent_url}")
+    story.expect("the agent URL is the https one", agent_url == f"{garm.https_url}/agent")
+    story.expect("status is Active", state.unit_status == ops.ActiveStatus())
+    scaleset = garm.scaleset_by_name(live_name(garm, "cfg-a")) or {}
+    story.expect("GARM's scale set has the shell on", scaleset.get("enable_shell") is True)
+
+
+def shipped_manifest(driver: CharmDriver) -> dict[str, object]:
+    """The garm-agent manifest the charm's container ships (the image's)."""
+    mount = driver.state.get_container("garm").mounts["garm-agent"]
+    relative = agent_image.MANIFEST_PATH.removeprefix(f"{agent_image.AGENT_DIR}/")
+    return json.loads((mount.source / relative).read_text(encoding="utf-8"))
+
+
+def agent_tools_in_garm(story: Story) -> None:
+    """Part of the agent step: GARM stores the image's binaries, uploaded once; agent mode."""
+    driver, garm = story.driver, story.garm
+    manifest = shipped_manifest(driver)
+    shipped: list[dict[str, str]] = manifest["tools"]  # type: ignore[assignment]
+    stored = garm.tools()
+    for tool in sorted(stored, key=lambda t: t["os_arch"]):
+        print(
+            f"  GARM tool {tool['os_type']}/{tool['os_arch']:<6} {tool['version']} "
+            f"sha256 {tool['sha256sum'][:16]}... size {tool['size']}"
+        )
+    uploads = garm.tool_uploads()
+    print(f"  Uploads GARM received in the whole story: {uploads}")
+    story.expect(
+        "GARM stores the image's binaries (digest and version of the manifest)",
+        sorted((t["os_arch"], t["sha256sum"], t["version"]) for t in stored)
+        == sorted((t["os_arch"], t["sha256"], manifest["version"]) for t in shipped),
+    )
+    story.expect("one upload per architecture", uploads == len(shipped))
+    state = story.hook()
+    binaries = {t["path"] for t in shipped}
+    story.expect(
+        "the next (converged) hook uploads nothing and reads no binary",
+        garm.tool_uploads() == uploads and not binaries & set(driver.pulls),
+    )
+    story.expect("status is Active", state.unit_status == ops.ActiveStatus())
+    org = next((o for o in garm.organizations() if o.get("name") == "org-a"), {})
+    print(f"  Organisation org-a: agent_mode={org.get('agent_mode')}")
+    story.expect("org-a is in agent mode", org.get("agent_mode") is True)
+
+
+def rotate_idle(story: Story, live: str) -> list[str]:
+    """Remove the scale set's idle runners so that GARM starts fresh ones, as the operator would.
+
+    What ``garm-cli scaleset runner rotate <id>`` does: list the scale set's runners and remove
+    the idle ones through GARM's API as its admin. (Its ``--outdated`` picks runners whose
+    generation is older than the scale set's; the pinned GARM records no generation on a scale
+    set's runners, so after a change every runner of it counts as outdated.)
+    """
+    driver, garm = story.driver, story.garm
+    idle = [str(r["name"]) for r in garm.instances(live) if is_idle(r)]
+    admin = admin_credentials(driver.state)
+    assert admin is not None
+    with GarmClient(driver.api_url) as client:
+        client.login(*admin)
+        for name in idle:
+            client.delete_instance(name)
+    return idle
+
+
+def agent_with_shell(story: Story) -> None:
+    """Step: tools and agent mode in GARM; a new runner's agent reports a shell (real GARM)."""
+    garm = story.garm
+    story.step("garm-agent: the tools GARM stores, agent mode, a runner with a shell")
+    agent_tools_in_garm(story)
+    live = live_name(garm, "cfg-a")
+    rotated = rotate_idle(story, live)
+    print(
+        f"  (idle runners started before the shell was on keep running without it: the "
+        f"operator rotates {live}'s idle runners, as `garm-cli scaleset runner rotate <id>` "
+        f"does: {', '.join(rotated) or 'none'})"
+    )
+    story.expect("an idle runner was rotated", bool(rotated))
+
+    def fresh_runner() -> dict[str, Any] | None:
+        return next(
+            (r for r in garm.instances(live) if r["name"] not in rotated and is_idle(r)), None
+        )
+
+    story.await_garm(f"a fresh idle runner of {live}", fresh_runner)
+    if not garm.serves_agents:
+        print(
+            "  [not checked on the emulator] a runner whose agent reports has_shell: the "
+            "emulator serves no runner metadata, tool download or /agent websocket, so no agent "
+            "connects to it (tox -e simulate-real checks this on real GARM)"
+        )
+        return
+
+    def with_shell() -> dict[str, Any] | None:
+        return next(
+            (
+                r
+                for r in garm.instances(live)
+                if r["name"] not in rotated and (r.get("capabilities") or {}).get("has_shell")
+            ),
+            None,
+        )
+
+    story.await_garm("a fresh runner whose garm-agent reports has_shell", with_shell)
+    runner = with_shell() or {}
+    print(
+        f"  Runner {runner.get('name')}: heartbeat {runner.get('heartbeat')}, capabilities "
+        f"{runner.get('capabilities')}"
+    )
+    server_url = garm.agent_server_url(str(runner.get("name")))
+    print(f"  Its garm-agent was given server_url {server_url}")
+    story.expect(
+        "the runner's agent was given the https agent URL",
+        server_url == f"{garm.https_url}/agent",
+    )
+
+
 def tell(story: Story) -> None:
-    """The story of section 20 of the spec, step by step."""
+    """The story of section 20 of the spec, step by step, then agent mode and the shell."""
     deploy(story)
     cfg_a, cfg_b = integrate(story)
     runners_come_up(story)
     change_labels(story, cfg_a)
     remove_busy_configurator(story, cfg_b)
     trim_provider(story)
+    shell_needs_tls(story, cfg_a)
+    shell_over_tls(story)
+    agent_with_shell(story)
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -269,7 +432,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = parser.parse_args(argv)
     started = time.monotonic()
     try:
-        with open_backend(args.garm) as backend:
+        with open_backend(args.garm, agent_standin=True) as backend:
             print(f"GARM: {backend.description}")
             story = Story(backend.driver, backend.garm)
             try:

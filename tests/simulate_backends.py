@@ -32,13 +32,25 @@ relations (PostgreSQL for the PostgreSQL tests). With real GARM the base state a
 ``ingress`` relation whose URL is the recording proxy on 127.0.0.1, so the charm itself sets
 GARM's controller URLs to loopback and the stand-in provider's simulated runner VMs reach GARM
 (with the in-cluster URL the charm uses without ingress, runners would stay ``pending``).
+
+Agent mode and the shell: with real GARM the charm's container ships the garm-agent stand-in
+(:mod:`tests.real_garm.agent_standin`) as its amd64 binary, with its real SHA-256 in the
+manifest, so the charm uploads it and the stand-in provider's runners download and run it. A
+TLS front (:mod:`tests.real_garm.tls_front`, its CA trusted by the runners) is the ``https``
+ingress the story switches to (:attr:`StoryGarm.https_url`, :func:`serve_ingress`): then the
+agent URL GARM hands the runners is ``https://127.0.0.1:<front>/agent`` and an agent asked for a
+shell reports one. The emulator stores the tools and the entity's agent mode as GARM does but
+serves none of the runner's side (runner metadata, the tool download, the ``/agent``
+websocket): ``serves_agents`` is false and the story says what it cannot show there.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import tempfile
 import time
+import tomllib
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -50,11 +62,13 @@ from unittest import mock
 from ops import testing
 
 from reconcile.scalesets import reconciler, runners
-from tests.charm_driver import CharmDriver, base_state
+from tests.charm_driver import CharmDriver, base_state, write_agent_tools
 from tests.garm_emulator import CONSOLIDATION_INTERVAL, GarmEmulator
 from tests.github_standin import GitHubStandin
 from tests.real_garm.github_apps import register_configured_apps
 from tests.real_garm.harness import SKIP_REASON, GarmStartError, RealGarm, garm_binary
+from tests.real_garm.provider_standin import GARM_AGENT_CONFIG
+from tests.real_garm.tls_front import TlsFront
 
 EMULATOR = "emulator"
 REAL = "real"
@@ -74,6 +88,9 @@ INGRESS_RELATION = "ingress"
 # Relation ids the story's configurators (1, 2, ...) never take.
 INGRESS_RELATION_ID = 90
 _SCALESET_DELETE = r"/scalesets/\d+"
+TOOLS_PATH = "/tools/garm-agent"
+# The emulator serves no TLS and no runner reaches it: its https ingress is only a URL.
+EMULATOR_HTTPS_URL = "https://garm.example.com"
 
 
 class BackendUnavailableError(RuntimeError):
@@ -84,9 +101,25 @@ class StoryGarm(Protocol):
     """What the story needs of a GARM backend."""
 
     name: str
+    # An https ingress URL that reaches this GARM (what the story switches the ingress to).
+    https_url: str
+    # Whether runners run a garm-agent that connects to GARM (real GARM only).
+    serves_agents: bool
 
     def controller(self) -> dict[str, Any]:
         """GARM's controller information."""
+        ...
+
+    def tools(self) -> list[dict[str, Any]]:
+        """The garm-agent tools GARM stores, as its admin listing shows them."""
+        ...
+
+    def tool_uploads(self) -> int:
+        """How many garm-agent uploads GARM received so far."""
+        ...
+
+    def agent_server_url(self, runner_name: str) -> str | None:
+        """The GARM URL the runner's garm-agent was configured with (None: no agent)."""
         ...
 
     def credentials(self) -> list[dict[str, Any]]:
@@ -152,6 +185,8 @@ class EmulatorGarm:
     """The emulator, its simulated clock and its test controls."""
 
     name = EMULATOR
+    https_url = EMULATOR_HTTPS_URL
+    serves_agents = False
 
     def __init__(self, emulator: GarmEmulator) -> None:
         """Tell the story against ``emulator``."""
@@ -160,6 +195,19 @@ class EmulatorGarm:
     def controller(self) -> dict[str, Any]:
         """GARM's controller information."""
         return self.emulator.controller()
+
+    def tools(self) -> list[dict[str, Any]]:
+        """The garm-agent tools the emulator stores."""
+        return self.emulator.tools()
+
+    def tool_uploads(self) -> int:
+        """How many garm-agent uploads the emulator received so far."""
+        return _uploads(self.emulator.writes())
+
+    def agent_server_url(self, runner_name: str) -> str | None:
+        """No runner of the emulator runs an agent."""
+        del runner_name
+        return None
 
     def credentials(self) -> list[dict[str, Any]]:
         """Credentials as GARM lists them."""
@@ -230,13 +278,24 @@ class RealStoryGarm:
     """Real GARM behind its recording proxy, the GitHub stand-in and the stand-in provider."""
 
     name = REAL
+    serves_agents = True
 
-    def __init__(self, real: PodGarm, github: GitHubStandin) -> None:
-        """Tell the story against ``real``, whose GitHub is ``github``."""
+    def __init__(
+        self, real: PodGarm, github: GitHubStandin, front: TlsFront | None = None
+    ) -> None:
+        """Tell the story against ``real``, whose GitHub is ``github``, TLS ``front`` if any."""
         self.real = real
         self.github = github
+        self.front = front
         self._jobs: dict[str, int] = {}
         self._clock_shift: Any = None
+
+    @property
+    def https_url(self) -> str:
+        """The TLS front's ``https://127.0.0.1:<port>``."""
+        if self.front is None:
+            raise RuntimeError("this backend was opened without a TLS front (agent_standin)")
+        return self.front.base_url
 
     def close(self) -> None:
         """Put the charm's clock back."""
@@ -247,6 +306,23 @@ class RealStoryGarm:
     def controller(self) -> dict[str, Any]:
         """GARM's controller information."""
         return self.real.controller()
+
+    def tools(self) -> list[dict[str, Any]]:
+        """The garm-agent tools GARM stores (its admin listing, first page)."""
+        return (self.real.get(TOOLS_PATH) or {}).get("results") or []
+
+    def tool_uploads(self) -> int:
+        """How many garm-agent uploads reached GARM (through the recording proxy) so far."""
+        return _uploads(self.real.writes())
+
+    def agent_server_url(self, runner_name: str) -> str | None:
+        """``server_url`` of the garm-agent config the simulated runner VM wrote."""
+        try:
+            path = self.real.vm_dir(runner_name) / GARM_AGENT_CONFIG
+            config = path.read_text(encoding="utf-8")
+        except (LookupError, OSError):
+            return None
+        return tomllib.loads(config).get("server_url")
 
     def credentials(self) -> list[dict[str, Any]]:
         """Credentials as GARM lists them."""
@@ -422,6 +498,11 @@ class PodGarm(RealGarm):
             self.start_failure = str(exc)
 
 
+def _uploads(writes: Iterable[Any]) -> int:
+    """How many of ``writes`` (recorded calls) are garm-agent uploads."""
+    return sum(1 for call in writes if call.method == "POST" and call.path == TOOLS_PATH)
+
+
 def _database_identity(environment: Mapping[str, str]) -> tuple[str, ...]:
     """Which database an environment runs GARM on (never the password)."""
     keys = sorted(k for k in environment if k.startswith(("GARM_DB_", "POSTGRESQL_DB_")))
@@ -456,6 +537,23 @@ def ingress_relation(url: str) -> testing.Relation:
     )
 
 
+def serve_ingress(driver: CharmDriver, url: str) -> testing.State:
+    """The ingress provider now answers ``url``: relation-changed (created first if new)."""
+    current = next((r for r in driver.state.relations if r.endpoint == INGRESS_RELATION), None)
+    if current is None:
+        relation = ingress_relation(url)
+        driver.state = dataclasses.replace(
+            driver.state, relations={*driver.state.relations, relation}
+        )
+        driver.run(driver.ctx.on.relation_created(relation))
+        return driver.run(driver.ctx.on.relation_changed(relation, remote_unit=0))
+    assert isinstance(current, testing.Relation)
+    relation = dataclasses.replace(current, remote_app_data={"ingress": json.dumps({"url": url})})
+    others = {r for r in driver.state.relations if r.id != current.id}
+    driver.state = dataclasses.replace(driver.state, relations={*others, relation})
+    return driver.run(driver.ctx.on.relation_changed(relation))
+
+
 @contextmanager
 def open_backend(
     name: str,
@@ -464,10 +562,14 @@ def open_backend(
     secrets: Iterable[testing.Secret] = (),
     workdir: Path | None = None,
     ready_timeout: float = 15.0,
+    agent_standin: bool = False,
 ) -> Iterator[Backend]:
     """Start the ``name`` backend and a charm driver on a fresh deployment; stop it after.
 
-    ``ready_timeout`` is how long the charm waits for real GARM to answer in a hook.
+    ``ready_timeout`` is how long the charm waits for real GARM to answer in a hook. With
+    ``agent_standin`` (real GARM), the image ships the garm-agent stand-in as its amd64 binary
+    and a TLS front serves GARM on :attr:`StoryGarm.https_url`; otherwise the image's binaries
+    are :func:`tests.charm_driver.write_agent_tools`'s few bytes, which no runner can run.
     """
     with tempfile.TemporaryDirectory() as scratch:
         root = workdir or Path(scratch)
@@ -482,7 +584,9 @@ def open_backend(
                     "the GARM emulator (simulated clock)",
                 )
             return
-        with _real_backend(root, data, list(relations), list(secrets), ready_timeout) as backend:
+        with _real_backend(
+            root, data, list(relations), list(secrets), ready_timeout, agent_standin
+        ) as backend:
             yield backend
 
 
@@ -493,28 +597,62 @@ def _real_backend(
     relations: list[testing.Relation],
     secrets: list[testing.Secret],
     ready_timeout: float,
+    agent_standin: bool,
 ) -> Iterator[Backend]:
     binary = garm_binary()
     if binary is None:
         raise BackendUnavailableError(SKIP_REASON)
+    agent_dir = _ship_agent_standin(root / "garm-agent") if agent_standin else None
     with GitHubStandin() as github:
         real = PodGarm.prepare(root, binary=binary, github_endpoint=github.endpoint_params())
         register_configured_apps(real.proxy, github)
-        story_garm = RealStoryGarm(real, github)
+        front = _tls_front(root / "front", real) if agent_standin else None
+        story_garm = RealStoryGarm(real, github, front)
         try:
             # The charm's first replan starts GARM; the ingress URL is the proxy's, so the
             # controller URLs the charm sets (callbacks, metadata) are loopback ones.
             state = base_state(
                 data,
+                agent_dir=agent_dir,
                 relations={ingress_relation(real.base_url), *relations},
                 secrets=set(secrets),
             )
-            yield Backend(
-                story_garm,
-                CharmDriver(real, state, ready_timeout=ready_timeout),
+            description = (
                 f"real GARM ({binary}) with the GitHub stand-in and the stand-in provider; "
-                f"ingress URL {real.base_url} (the recording proxy)",
+                f"ingress URL {real.base_url} (the recording proxy)"
+            )
+            if front is not None:
+                description += (
+                    f", later {front.base_url} (a TLS front); the image's amd64 garm-agent is "
+                    "the garm-agent stand-in"
+                )
+            yield Backend(
+                story_garm, CharmDriver(real, state, ready_timeout=ready_timeout), description
             )
         finally:
             story_garm.close()
             real.stop()
+            if front is not None:
+                front.stop()
+
+
+def _tls_front(directory: Path, real: PodGarm) -> TlsFront:
+    """A TLS front to ``real`` whose CA the stand-in cloud's runners trust."""
+    directory.mkdir()
+    front = TlsFront(directory, lambda: real.port).start()
+    real.set_trusted_ca(front.ca_file.read_bytes())
+    return front
+
+
+def _ship_agent_standin(directory: Path) -> Path:
+    """The image's garm-agent directory with the stand-in agent as its amd64 binary."""
+    try:
+        # The stand-in runs on the runners as a program of its own, with websockets: only the
+        # real backend's environment installs it.
+        from tests.real_garm import agent_standin
+    except ImportError as exc:
+        raise BackendUnavailableError(
+            f"the garm-agent stand-in cannot run here ({exc}); tox -e simulate-real installs it"
+        ) from exc
+    directory.mkdir()
+    return write_agent_tools(directory, binaries={"amd64": agent_standin.executable()})

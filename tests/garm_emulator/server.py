@@ -479,6 +479,12 @@ class GarmEmulator:
             row = self.state.scaleset_by_name(name)
             return None if row is None else self.state.scaleset_wire(row)
 
+    def tools(self) -> list[dict[str, Any]]:
+        """The garm-agent tools GARM stores, as its admin listing shows them (newest first)."""
+        with self.state.lock:
+            page = self.state.tools.page({}, self.state.controller.metadata_url)
+            return page["results"] or []
+
     def instances(self, scaleset_name: str | None = None) -> list[dict[str, Any]]:
         """Instances of one scale set (or of all, when ``None``) as GARM serialises them."""
         with self.state.lock:

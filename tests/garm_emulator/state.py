@@ -1146,6 +1146,8 @@ class GarmState:
                 "github-runner-group": row.runner_group if row else "",
                 "job": inst.job,
                 "capabilities": {"has_shell": inst.has_shell},
+                # GARM records no generation on a scale set's runners (its scale-set instance
+                # create leaves it 0; seen in tox -e simulate-real), whatever the scale set's.
                 "generation": 0,
             },
         )

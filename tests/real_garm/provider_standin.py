@@ -77,7 +77,9 @@ the runner: the ``garm-agent`` executable, ``garm-agent.toml`` (``server_url``, 
 file. After the system info it starts ``garm-agent daemon --config ...`` as its own process
 (pid in the VM directory; the VM's trust store is :func:`set_trusted_ca`'s file, given as
 ``SSL_CERT_FILE``), then reports idle. An executable the VM cannot run is reported as the
-script reports it ("failed to start garm-agent") and the runner still goes idle.
+script reports it ("failed to start garm-agent") and the runner still goes idle. The simulated
+runner's own calls to GARM trust that file too, so GARM's URLs may be ``https`` on a front
+whose certificate it signs (a TLS ingress).
 ``DeleteInstance`` stops the deleted server's garm-agent; :func:`stop_vm_agents` stops them
 all (the harness's teardown).
 
@@ -105,6 +107,7 @@ import json
 import os
 import re
 import signal
+import ssl
 import subprocess
 import sys
 import time
@@ -210,6 +213,7 @@ AGENT_OS_VERSION = "24.04"
 VM_DIR_INFIX = "vm-"
 GARM_AGENT = "garm-agent"
 GARM_AGENT_PID = "garm-agent.pid"
+GARM_AGENT_CONFIG = "garm-agent.toml"
 TRUSTED_CA_SUFFIX = ".trusted-ca.pem"
 
 
@@ -1021,8 +1025,12 @@ class RunnerAgent:
         self.vm_dir = vm_dir
         self.runner_file = b""
         self.deadline = time.monotonic() + AGENT_DEADLINE_SECONDS
-        # No proxy: GARM passes proxy variables to providers, the agent talks to loopback.
-        self.opener = urllib.request.build_opener(urllib.request.ProxyHandler({}))
+        # No proxy: GARM passes proxy variables to providers, the agent talks to loopback. TLS
+        # is verified against the VM's trust store, as curl in the install script does.
+        self.opener = urllib.request.build_opener(
+            urllib.request.ProxyHandler({}),
+            urllib.request.HTTPSHandler(context=_vm_tls_context()),
+        )
 
     def log(self, message: str) -> None:
         """Write one timestamped line to the agent log."""
@@ -1121,7 +1129,7 @@ class RunnerAgent:
             "runner_cmdline": ["/bin/bash", "-C", str(work_dir / "run.sh")],
             "state_db_path": str(self.vm_dir / "agent-state.db"),
         }
-        config = self.vm_dir / "garm-agent.toml"
+        config = self.vm_dir / GARM_AGENT_CONFIG
         config.write_text(
             "".join(f"{key} = {json.dumps(value)}\n" for key, value in settings.items()),
             encoding="utf-8",
@@ -1178,6 +1186,15 @@ class RunnerAgent:
             self.start_agent(config)
         self.status("idle", "runner successfully installed", agent_id)
         self.log("done")
+
+
+def _vm_tls_context() -> ssl.SSLContext:
+    """TLS as the VM verifies it: the system's CAs plus those :func:`set_trusted_ca` gave it."""
+    context = ssl.create_default_context()
+    trusted = trusted_ca_path(Path(__file__))
+    if trusted.is_file():
+        context.load_verify_locations(cafile=trusted)
+    return context
 
 
 def trusted_ca_path(executable: Path) -> Path:
