@@ -55,6 +55,7 @@ from tests.garm_emulator import CONSOLIDATION_INTERVAL, GarmEmulator
 from tests.github_standin import GitHubStandin
 from tests.real_garm.github_apps import register_configured_apps
 from tests.real_garm.harness import SKIP_REASON, GarmStartError, RealGarm, garm_binary
+from tests.real_garm.postgres import DATABASE, ROLE, PostgresServer
 
 EMULATOR = "emulator"
 REAL = "real"
@@ -73,6 +74,7 @@ POLL_INTERVAL = 0.5
 INGRESS_RELATION = "ingress"
 # Relation ids the story's configurators (1, 2, ...) never take.
 INGRESS_RELATION_ID = 90
+POSTGRESQL_RELATION_ID = 91
 _SCALESET_DELETE = r"/scalesets/\d+"
 
 
@@ -453,6 +455,22 @@ def ingress_relation(url: str) -> testing.Relation:
         remote_app_name="traefik",
         id=INGRESS_RELATION_ID,
         remote_app_data={"ingress": json.dumps({"url": url})},
+    )
+
+
+def postgresql_relation(server: PostgresServer, password: str | None = None) -> testing.Relation:
+    """The relation as a v0 ``database`` provider answers: endpoints and plaintext credentials."""
+    return testing.Relation(
+        "postgresql",
+        interface="postgresql_client",
+        remote_app_name="postgresql-k8s",
+        id=POSTGRESQL_RELATION_ID,
+        remote_app_data={
+            "endpoints": server.endpoint,
+            "database": DATABASE,
+            "username": ROLE,
+            "password": password or server.password,
+        },
     )
 
 
