@@ -22,6 +22,8 @@ one is a violation of the case, listed with it:
 - GitHub never asked to register a scale set twice: no create refused and no more creates
   than the unfaulted step made;
 - the provider record (and the Pebble plan) keeps every provider a live scale set names;
+- in a faulted case, the unit never blocked: blocked asks the operator to act, and a fault of
+  GARM or its database is nothing the operator asked for;
 - the final state equals the desired state, within :data:`MAX_HOOKS` hooks.
 """
 
@@ -123,7 +125,10 @@ class Checks:
     """The invariants of one case, with what they need read before the step."""
 
     def __init__(self, world: World, story: Story, creates: int | None) -> None:
-        """Read the unchanged configurator's objects and the busy runners before the step."""
+        """Read the unchanged configurator's objects and the busy runners before the step.
+
+        ``creates``: the scale sets the unfaulted step registers; None while that step runs.
+        """
         self.world = world
         self.story = story
         self.creates = creates
@@ -145,6 +150,9 @@ class Checks:
             missing = sorted(str(p) for p in live - set(kept))
             if missing:
                 self._violate(f"{what}: {name} dropped {missing}, named by live scale sets")
+        status = self.world.driver.state.unit_status
+        if self.creates is not None and status.name == "blocked":
+            self._violate(f"{what}: the unit blocked: {status.message}")
         planned = self.world.planned()
         if planned or self.world.driver.state.get_container("garm").plan.services:
             missing = sorted(str(p) for p in live - set(planned))
