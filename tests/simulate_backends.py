@@ -69,6 +69,7 @@ from tests.real_garm.github_apps import register_configured_apps
 from tests.real_garm.harness import SKIP_REASON, GarmStartError, RealGarm, garm_binary
 from tests.real_garm.provider_standin import GARM_AGENT_CONFIG
 from tests.real_garm.tls_front import TlsFront
+from tests.real_garm.postgres import DATABASE, ROLE, PostgresServer
 
 EMULATOR = "emulator"
 REAL = "real"
@@ -87,6 +88,7 @@ POLL_INTERVAL = 0.5
 INGRESS_RELATION = "ingress"
 # Relation ids the story's configurators (1, 2, ...) never take.
 INGRESS_RELATION_ID = 90
+POSTGRESQL_RELATION_ID = 91
 _SCALESET_DELETE = r"/scalesets/\d+"
 TOOLS_PATH = "/tools/garm-agent"
 # The emulator serves no TLS and no runner reaches it: its https ingress is only a URL.
@@ -552,6 +554,22 @@ def serve_ingress(driver: CharmDriver, url: str) -> testing.State:
     others = {r for r in driver.state.relations if r.id != current.id}
     driver.state = dataclasses.replace(driver.state, relations={*others, relation})
     return driver.run(driver.ctx.on.relation_changed(relation))
+
+
+def postgresql_relation(server: PostgresServer, password: str | None = None) -> testing.Relation:
+    """The relation as a v0 ``database`` provider answers: endpoints and plaintext credentials."""
+    return testing.Relation(
+        "postgresql",
+        interface="postgresql_client",
+        remote_app_name="postgresql-k8s",
+        id=POSTGRESQL_RELATION_ID,
+        remote_app_data={
+            "endpoints": server.endpoint,
+            "database": DATABASE,
+            "username": ROLE,
+            "password": password or server.password,
+        },
+    )
 
 
 @contextmanager

@@ -15,6 +15,8 @@ from collections.abc import Callable
 from typing import Any, Self
 
 from garm.models import (
+    INIT_REQUIRED,
+    URLS_REQUIRED,
     AgentToolInfo,
     AgentToolsPage,
     ControllerInfo,
@@ -96,9 +98,9 @@ class GarmSession:
         if response.status_code in (200, 401):
             return True
         error, details = error_fields(response)
-        if response.status_code == 409 and error == "init_required":
+        if response.status_code == 409 and error == INIT_REQUIRED:
             return False
-        if response.status_code == 409 and error == "urls_required":
+        if response.status_code == 409 and error == URLS_REQUIRED:
             return True
         raise api_error(response.status_code, error, details)
 

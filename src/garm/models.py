@@ -88,6 +88,22 @@ class GarmConflictError(GarmApiError):
     """GARM answered 409 (duplicate, still referenced, or a gate such as ``urls_required``)."""
 
 
+# GARM's own gates (its ``error`` field with a 409), answered before any route, whatever the
+# object asked for: no admin user yet, then no controller URLs yet.
+INIT_REQUIRED = "init_required"
+URLS_REQUIRED = "urls_required"
+GATE_ERRORS = frozenset({INIT_REQUIRED, URLS_REQUIRED})
+
+
+class GarmNotReadyError(GarmConflictError):
+    """GARM answered 409 with one of its gates (:data:`GATE_ERRORS`): about GARM, not the object.
+
+    ``init_required`` also comes from an initialised GARM that cannot read its database: GARM
+    v0.2.1-afda4e76 on PostgreSQL answers it to every call while the server is down, and to a
+    few calls after it is back (each pooled connection the restart closed fails once).
+    """
+
+
 class ResponseModel(BaseModel):
     """A GARM answer: unknown keys ignored, missing ones None."""
 

@@ -15,10 +15,12 @@ from opentelemetry import trace
 from pydantic import TypeAdapter, ValidationError
 
 from garm.models import (
+    GATE_ERRORS,
     GarmApiError,
     GarmConflictError,
     GarmConnectionError,
     GarmNotFoundError,
+    GarmNotReadyError,
     GarmProtocolError,
     GarmUnauthorizedError,
     ResponseModel,
@@ -209,6 +211,8 @@ _ERRORS_BY_STATUS: dict[int, type[GarmApiError]] = {
 def api_error(status: int, error: str, details: str) -> GarmApiError:
     """Return the error class GARM's status maps to, carrying its error and details."""
     cls = _ERRORS_BY_STATUS.get(status, GarmApiError)
+    if status == 409 and error in GATE_ERRORS:
+        cls = GarmNotReadyError
     message = f"GARM answered {status}"
     if error:
         message += f": {error}"

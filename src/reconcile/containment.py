@@ -1,8 +1,10 @@
 """The one containment policy: which GARM failures end a pass and which stay with one object.
 
 A failure that says nothing about the object in hand ends the pass: GARM is unreachable or
-timed out (``GarmConnectionError``), GARM rejected the token (``GarmUnauthorizedError``), or
-GARM answered in a shape the charm cannot read (``GarmProtocolError``). Going on would only
+timed out (``GarmConnectionError``), GARM rejected the token (``GarmUnauthorizedError``),
+GARM answered with one of its gates (``GarmNotReadyError``: a 409 ``init_required``, which GARM
+also answers when it cannot read its database, or ``urls_required``), or GARM answered in a
+shape the charm cannot read (``GarmProtocolError``). Going on would only
 repeat the failure on every other object and report it once per object. Any other answer is
 about one object: a 4xx is GARM refusing it (a BLOCKED notice: only the operator can change
 what was asked), a 5xx or an unknown status is a failure on it that the next pass retries (a
@@ -20,13 +22,20 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 
-from garm import GarmApiError, GarmConnectionError, GarmProtocolError, GarmUnauthorizedError
+from garm import (
+    GarmApiError,
+    GarmConnectionError,
+    GarmNotReadyError,
+    GarmProtocolError,
+    GarmUnauthorizedError,
+)
 from notices import Notice, refusal
 
 # The failures that end a pass: they are about GARM or the charm's session, not one object.
 PASS_ENDING: tuple[type[GarmApiError], ...] = (
     GarmConnectionError,
     GarmUnauthorizedError,
+    GarmNotReadyError,
     GarmProtocolError,
 )
 
@@ -60,7 +69,8 @@ def contain(
         what: the object as the operator knows it.
 
     Raises:
-        GarmConnectionError, GarmUnauthorizedError, GarmProtocolError: unchanged.
+        GarmConnectionError, GarmUnauthorizedError, GarmNotReadyError, GarmProtocolError:
+            unchanged.
     """
     box = Contained()
     try:

@@ -23,12 +23,18 @@ from tests.charm_driver import CharmDriver, configurator, planned_providers
 from tests.log_secrets import register_secret
 from tests.real_garm.harness import SKIP_REASON as GARM_SKIP_REASON
 from tests.real_garm.harness import garm_binary
-from tests.real_garm.postgres import DATABASE, ROLE, PostgresServer, postgres_bin
+from tests.real_garm.postgres import DATABASE, PostgresServer, postgres_bin
 from tests.real_garm.postgres import SKIP_REASON as PG_SKIP_REASON
 from tests.simulate import Story, deploy, integrate, runners_come_up
-from tests.simulate_backends import REAL, Backend, PodGarm, RealStoryGarm, open_backend
+from tests.simulate_backends import (
+    REAL,
+    Backend,
+    PodGarm,
+    RealStoryGarm,
+    open_backend,
+    postgresql_relation,
+)
 
-POSTGRESQL_RELATION_ID = 91
 WRONG_PASSWORD = "Not-The-Password-4d2c"  # test value
 register_secret(WRONG_PASSWORD)
 
@@ -44,22 +50,6 @@ def postgres() -> Iterator[PostgresServer]:
     with PostgresServer(bin_dir) as server:
         register_secret(server.password)
         yield server
-
-
-def postgresql_relation(server: PostgresServer, password: str | None = None) -> testing.Relation:
-    """The relation as a v0 ``database`` provider answers: endpoints and plaintext credentials."""
-    return testing.Relation(
-        "postgresql",
-        interface="postgresql_client",
-        remote_app_name="postgresql-k8s",
-        id=POSTGRESQL_RELATION_ID,
-        remote_app_data={
-            "endpoints": server.endpoint,
-            "database": DATABASE,
-            "username": ROLE,
-            "password": password or server.password,
-        },
-    )
 
 
 def set_relation(driver: CharmDriver, relation: testing.Relation) -> testing.State:

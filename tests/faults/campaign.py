@@ -9,7 +9,9 @@ calls of any converged update-status hook. In a step that repeats itself (:attr:
 the second configurator arriving makes the first one's calls again), only the writes of the
 repeat are faulted. Then :func:`run_case` puts the precondition back, arms the fault, runs the
 step and then the story's later hook (update-status; ``stop`` again for the removal) until the
-observed state equals the desired one, and one more hook that must write nothing.
+observed state equals the desired one, and one more hook that must write nothing. With GARM on
+PostgreSQL, the fault ``db-restart`` restarts the database server around the faulted call, and
+the case keeps what GARM answered that call and whether GARM exited (:attr:`Outcome.answer`).
 
 Invariants, checked after every hook (the step's and the later ones) and at the end; a broken
 one is a violation of the case, listed with it:
@@ -20,6 +22,8 @@ one is a violation of the case, listed with it:
 - GitHub never asked to register a scale set twice: no create refused and no more creates
   than the unfaulted step made;
 - the provider record (and the Pebble plan) keeps every provider a live scale set names;
+- in a faulted case, the unit never blocked: blocked asks the operator to act, and a fault of
+  GARM or its database is nothing the operator asked for;
 - the final state equals the desired state, within :data:`MAX_HOOKS` hooks.
 """
 
@@ -35,7 +39,7 @@ from ops import testing
 
 from tests.faults.stories import BUSY, CFG_A, CFG_B, Story, busy_runners
 from tests.faults.world import Snapshot, World
-from tests.real_garm.proxy import CUT, KILL, is_instance_call
+from tests.real_garm.proxy import CUT, DB_RESTART, FAULTS, KILL, is_instance_call
 
 LATE = "late"
 WRITES = ("POST", "PUT", "PATCH", "DELETE")
@@ -74,6 +78,8 @@ class Outcome:
     hooks: int | None
     violations: list[str] = field(default_factory=list)
     seconds: float = 0.0
+    # db-restart: what GARM answered the faulted call, its database down.
+    answer: str = ""
 
 
 def observe(world: World) -> dict[str, Any]:
@@ -119,7 +125,10 @@ class Checks:
     """The invariants of one case, with what they need read before the step."""
 
     def __init__(self, world: World, story: Story, creates: int | None) -> None:
-        """Read the unchanged configurator's objects and the busy runners before the step."""
+        """Read the unchanged configurator's objects and the busy runners before the step.
+
+        ``creates``: the scale sets the unfaulted step registers; None while that step runs.
+        """
         self.world = world
         self.story = story
         self.creates = creates
@@ -141,6 +150,9 @@ class Checks:
             missing = sorted(str(p) for p in live - set(kept))
             if missing:
                 self._violate(f"{what}: {name} dropped {missing}, named by live scale sets")
+        status = self.world.driver.state.unit_status
+        if self.creates is not None and status.name == "blocked":
+            self._violate(f"{what}: the unit blocked: {status.message}")
         planned = self.world.planned()
         if planned or self.world.driver.state.get_container("garm").plan.services:
             missing = sorted(str(p) for p in live - set(planned))
@@ -279,12 +291,13 @@ def run_case(
     world.github.clear_requests()
     checks = Checks(world, story, ref.creates)
     proxy = world.garm.proxy
-    if fault in (CUT, KILL):
+    if fault in FAULTS:
         assert call is not None
         proxy.fault_at(call, fault)
     elif fault == LATE:
         proxy.latency = LATENCY
     _hook(world, checks, "the step", story.step)
+    answer = _answer_to(world, call) if fault == DB_RESTART and call is not None else ""
     if fault != LATE:
         proxy.clear_faults()
     hooks: int | None = 0
@@ -311,13 +324,26 @@ def run_case(
     proxy.clear_faults()
     checks.ended()
     world.forget_expected_exits()
-    return Outcome(story.key, fault, call, hooks, checks.violations, time.monotonic() - started)
+    seconds = time.monotonic() - started
+    return Outcome(story.key, fault, call, hooks, checks.violations, seconds, answer)
+
+
+def _answer_to(world: World, call: int) -> str:
+    """What GARM answered the charm's call ``call`` of the step, and whether GARM exited."""
+    calls = [c for c in world.garm.requests if not is_instance_call(c.path)]
+    if len(calls) < call:
+        answer = "no answer"
+    else:
+        answered = calls[call - 1]
+        answer = " ".join(filter(None, (str(answered.status), answered.error)))
+    return f"{answer}; GARM exited" if world.garm.exits else answer
 
 
 __all__ = [
     "CFG_A",
     "CFG_B",
     "CUT",
+    "DB_RESTART",
     "KILL",
     "LATE",
     "Outcome",

@@ -2,9 +2,11 @@
 
 Each xdist worker builds its own :class:`~tests.faults.world.World` and, when a test first needs
 it, each precondition (``empty``, ``two``, ``busy``) as a snapshot, and each story's unfaulted
-reference. Every case's outcome is appended to ``$FAULTS_RESULTS/<worker>.jsonl`` when that
-variable names a directory (the ``faults`` tox env sets it; ``tests/faults/report.py`` reads it
-and writes the table in ``docs/reference/faults.md``).
+reference. A worker that runs a PostgreSQL case also builds a second world, GARM on a
+throwaway PostgreSQL server (``postgres_campaign``). Every case's outcome is appended to
+``$FAULTS_RESULTS/<worker>.jsonl`` when that variable names a directory (the ``faults`` tox env
+sets it; ``tests/faults/report.py`` reads it and writes the table in
+``docs/reference/faults.md``).
 """
 
 from __future__ import annotations
@@ -22,7 +24,10 @@ from tests.faults import stories
 from tests.faults.campaign import Outcome, Reference, reference
 from tests.faults.stories import BUSY, EMPTY, TWO, Story
 from tests.faults.world import Snapshot, World
+from tests.log_secrets import register_secret
 from tests.real_garm.harness import SKIP_REASON, garm_binary
+from tests.real_garm.postgres import SKIP_REASON as PG_SKIP_REASON
+from tests.real_garm.postgres import PostgresServer, postgres_bin
 
 RESULTS_ENV = "FAULTS_RESULTS"
 
@@ -30,8 +35,8 @@ RESULTS_ENV = "FAULTS_RESULTS"
 class Campaign:
     """The world of this process, its snapshots and references, built on first use."""
 
-    def __init__(self, root: Path) -> None:
-        self.world = World(root)
+    def __init__(self, root: Path, postgres: PostgresServer | None = None) -> None:
+        self.world = World(root, postgres)
         self._snapshots: dict[str, Snapshot] = {EMPTY: self.world.snapshot()}
         self._references: dict[str, Reference] = {}
 
@@ -63,6 +68,26 @@ def campaign() -> Iterator[Campaign]:
         pytest.skip(SKIP_REASON)
     with tempfile.TemporaryDirectory(prefix="garm-faults-") as root:
         built = Campaign(Path(root))
+        try:
+            yield built
+        finally:
+            built.world.close()
+
+
+@pytest.fixture(scope="session")
+def postgres_campaign() -> Iterator[Campaign]:
+    """A campaign world whose GARM runs on a throwaway PostgreSQL server; stopped at the end."""
+    if garm_binary() is None:
+        pytest.skip(SKIP_REASON)
+    bin_dir = postgres_bin()
+    if bin_dir is None:
+        pytest.skip(PG_SKIP_REASON)
+    with (
+        PostgresServer(bin_dir) as server,
+        tempfile.TemporaryDirectory(prefix="garm-faults-pg-") as root,
+    ):
+        register_secret(server.password)
+        built = Campaign(Path(root), server)
         try:
             yield built
         finally:

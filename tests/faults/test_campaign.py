@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import pytest
 
-from tests.faults.campaign import CUT, KILL, LATE, Outcome, run_case
+from tests.faults.campaign import CUT, DB_RESTART, KILL, LATE, Outcome, run_case
 from tests.faults.conftest import Campaign, record
 from tests.faults.stories import story
 
@@ -24,6 +24,17 @@ def test_a_fault_at_every_call_of_the_step(campaign: Campaign, key: str, fault: 
     snapshot, ref = campaign.reference(told)
     assert ref.violations == []
     outcomes = [run_case(campaign.world, snapshot, told, ref, fault, call) for call in ref.faulted]
+    record(ref, outcomes)
+    assert _violations(outcomes) == []
+
+
+@pytest.mark.parametrize("key", ["a"])
+def test_postgresql_restarted_at_every_call_of_the_step(postgres_campaign: Campaign, key: str):
+    told = story(key)
+    snapshot, ref = postgres_campaign.reference(told)
+    assert ref.violations == []
+    world = postgres_campaign.world
+    outcomes = [run_case(world, snapshot, told, ref, DB_RESTART, call) for call in ref.faulted]
     record(ref, outcomes)
     assert _violations(outcomes) == []
 

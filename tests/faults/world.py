@@ -9,6 +9,10 @@ A story's precondition is built once, through the charm and GARM's own loops, an
 :class:`Snapshot`: GARM stopped, its work directory copied (SQLite file, configuration, the
 stand-in provider's servers), the GitHub stand-in's world copied, the charm's Juju state kept.
 Each case puts the snapshot back and starts GARM on it, so no case waits for a runner to come up.
+
+A world may run GARM on PostgreSQL (:class:`~tests.real_garm.postgres.PostgresServer`, related
+as a v0 ``database`` provider): a snapshot then also copies GARM's database in the server, and
+the proxy can restart the server at one of the charm's calls (``db-restart``).
 """
 
 from __future__ import annotations
@@ -30,8 +34,9 @@ from tests.github_standin import GitHubStandin
 from tests.github_standin.state import StandinSnapshot
 from tests.real_garm.github_apps import register_configured_apps
 from tests.real_garm.harness import UNEXPECTED_EXITS, garm_binary
+from tests.real_garm.postgres import DATABASE, PostgresServer
 from tests.real_garm.proxy import RecordedCall, is_instance_call, writes
-from tests.simulate_backends import PodGarm, ingress_relation
+from tests.simulate_backends import PodGarm, ingress_relation, postgresql_relation
 from workload import CONTAINER_NAME
 
 # How long a state of GARM's own (a runner up, a job taken) may take to come.
@@ -47,6 +52,8 @@ class Snapshot:
     github: StandinSnapshot
     state: testing.State
     environment: dict[str, str]
+    # GARM's database copied in the PostgreSQL server, on PostgreSQL.
+    database: str | None = None
 
 
 class MarkingDriver(CharmDriver):
@@ -67,23 +74,33 @@ class MarkingDriver(CharmDriver):
 
 
 class World:
-    """Real GARM behind its proxy, the GitHub stand-in and the charm, in ``root``."""
+    """Real GARM behind its proxy, the GitHub stand-in and the charm, in ``root``.
 
-    def __init__(self, root: Path) -> None:
+    With ``postgres``, the charm is related to that server and GARM runs on it.
+    """
+
+    def __init__(self, root: Path, postgres: PostgresServer | None = None) -> None:
         """Start the stand-in and the proxy and deploy the charm (its replan starts GARM)."""
         binary = garm_binary()
         assert binary is not None
         self.root = root
+        self.postgres = postgres
         self.github = GitHubStandin().start()
         self.garm = PodGarm.prepare(
             root / "pod", binary=binary, github_endpoint=self.github.endpoint_params()
         )
         register_configured_apps(self.garm.proxy, self.github)
         self.garm.proxy.on_kill = self.garm.kill
+        relations: set[testing.RelationBase] = {
+            testing.PeerRelation(PEER_RELATION, id=99),
+            ingress_relation(self.garm.base_url),
+        }
+        if postgres is not None:
+            self.garm.proxy.on_db_restart = postgres.restart
+            relations.add(postgresql_relation(postgres))
         data = root / "data"
         data.mkdir()
-        peers = testing.PeerRelation(PEER_RELATION, id=99)
-        state = base_state(data, relations={peers, ingress_relation(self.garm.base_url)})
+        state = base_state(data, relations=relations)
         self.driver = MarkingDriver(self.garm, state, ready_timeout=10.0)
         self.driver.run(self.driver.ctx.on.install())
         self.driver.run(self.driver.ctx.on.leader_elected())
@@ -104,8 +121,16 @@ class World:
         self._snapshots += 1
         target = self.root / "snapshots" / str(self._snapshots)
         shutil.copytree(self.garm.workdir, target, ignore=shutil.ignore_patterns("garm.log"))
+        database = None
+        if self.postgres is not None:
+            database = f"snapshot_{self._snapshots}"
+            self.postgres.copy_database(DATABASE, database)
         snapshot = Snapshot(
-            target, self.github.snapshot(), self.driver.state, dict(self.garm.environment)
+            target,
+            self.github.snapshot(),
+            self.driver.state,
+            dict(self.garm.environment),
+            database,
         )
         self.garm.start(snapshot.environment)
         return snapshot
@@ -122,6 +147,8 @@ class World:
             else:
                 child.unlink()
         shutil.copytree(snapshot.directory, self.garm.workdir, dirs_exist_ok=True)
+        if self.postgres is not None and snapshot.database is not None:
+            self.postgres.copy_database(snapshot.database, DATABASE)
         self.github.restore(snapshot.github)
         self.garm.reset_restart_delay()
         self.driver.state = snapshot.state

@@ -22,13 +22,14 @@ from contextlib import contextmanager
 
 
 @contextmanager
-def reserved_port() -> Iterator[int]:
+def reserved_port(port: int = 0) -> Iterator[int]:
     """Hold a free port of 127.0.0.1 for the block; a server with ``SO_REUSEADDR`` may bind it.
 
     Close the block once the server listens (it holds the port from then on), or when the port
-    is only wanted as one that nobody answers on.
+    is only wanted as one that nobody answers on. ``port`` holds that one (a server's own port
+    while it restarts) instead of one the kernel picks.
     """
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as holder:
         holder.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        holder.bind(("127.0.0.1", 0))
+        holder.bind(("127.0.0.1", port))
         yield holder.getsockname()[1]

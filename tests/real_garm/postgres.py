@@ -3,9 +3,11 @@
 :class:`PostgresServer` creates a cluster in a fresh temporary directory with ``initdb``, starts
 it with ``pg_ctl`` on a free port of 127.0.0.1 (its Unix socket inside the directory), creates a
 login role and a database for GARM, and stops the cluster with ``pg_ctl stop`` (then by the
-postmaster's pid if needed) before removing the directory. Run as root, every server command
-runs as the ``postgres`` user (``runuser``), which owns the directory: PostgreSQL refuses to run
-as root. Run as anyone else, the commands run as that user.
+postmaster's pid if needed) before removing the directory. :meth:`PostgresServer.restart` stops
+it and starts it again on the same data directory and port (the fault campaign's database
+restart); :meth:`PostgresServer.copy_database` copies a database (its snapshots). Run as root,
+every server command runs as the ``postgres`` user (``runuser``), which owns the directory:
+PostgreSQL refuses to run as root. Run as anyone else, the commands run as that user.
 
 Host connections need a password (``scram-sha-256``); the role's password is generated per
 server. The binaries come from ``$PG_BIN`` or the newest ``/usr/lib/postgresql/*/bin``.
@@ -21,6 +23,7 @@ import signal
 import subprocess
 import tempfile
 import time
+from collections.abc import Iterator
 from pathlib import Path
 
 from tests.real_garm.ports import reserved_port
@@ -92,23 +95,33 @@ class PostgresServer:
         )
         # Reserved until the server listens (``pg_ctl -w``): nothing else can take it before.
         with reserved_port() as self.port:
-            options = f"-c listen_addresses=127.0.0.1 -p {self.port} -k {self.root} -c fsync=off"
-            self._run(
-                "pg_ctl",
-                "-D",
-                str(self.data_dir),
-                "-l",
-                str(self.root / "server.log"),
-                "-o",
-                options,
-                "-t",
-                str(START_TIMEOUT),
-                "-w",
-                "start",
-            )
+            self._launch()
         self.sql(f"CREATE ROLE {ROLE} LOGIN PASSWORD '{self.password}'")
         self.sql(f"CREATE DATABASE {DATABASE} OWNER {ROLE}")
         return self
+
+    @contextlib.contextmanager
+    def restart(self) -> Iterator[None]:
+        """Stop the server for the block; start it again on the same data directory and port.
+
+        ``pg_ctl stop -m fast``: open sessions are ended (their clients read SQLSTATE 57P01),
+        committed data stays. While the block runs, the port is held and nothing listens on it,
+        so a connection is refused as by a server that is down.
+        """
+        self._run("pg_ctl", "-D", str(self.data_dir), "-m", "fast", "-w", "stop")
+        with reserved_port(self.port):
+            try:
+                yield
+            finally:
+                self._launch()
+
+    def copy_database(self, source: str, target: str) -> None:
+        """Make ``target`` a copy of ``source`` (replacing it), owned by :data:`ROLE`.
+
+        Nobody may be connected to either (PostgreSQL's rule for a template): stop GARM first.
+        """
+        self.sql(f"DROP DATABASE IF EXISTS {target} WITH (FORCE)")
+        self.sql(f"CREATE DATABASE {target} TEMPLATE {source} OWNER {ROLE}")
 
     def sql(self, statement: str, database: str = "postgres") -> str:
         """Run one statement as the superuser over the Unix socket; return psql's output."""
@@ -159,6 +172,24 @@ class PostgresServer:
         except OSError:
             return ""
         return "\n".join(text.splitlines()[-lines:])
+
+    def _launch(self) -> None:
+        """Start the cluster on :attr:`port` and wait until it accepts connections."""
+        assert self.root is not None
+        options = f"-c listen_addresses=127.0.0.1 -p {self.port} -k {self.root} -c fsync=off"
+        self._run(
+            "pg_ctl",
+            "-D",
+            str(self.data_dir),
+            "-l",
+            str(self.root / "server.log"),
+            "-o",
+            options,
+            "-t",
+            str(START_TIMEOUT),
+            "-w",
+            "start",
+        )
 
     def _postmaster_pid(self) -> int | None:
         try:

@@ -2,7 +2,8 @@
 
 Tests read what GARM itself was asked, and what it answered, from this record rather than from
 the charm's own counters: every call the charm makes passes through here unchanged. The record
-holds the method, the path relative to ``/api/v1``, the query, the JSON body and GARM's status.
+holds the method, the path relative to ``/api/v1``, the query, the JSON body, GARM's status and,
+for a refusal, GARM's ``error`` field.
 
 Tests may also have the proxy refuse a call in GARM's place (:meth:`RecordingProxy.refuse_next`):
 the call is answered with the given status and a GARM-shaped error body without reaching GARM,
@@ -27,6 +28,9 @@ can act on one of them (:meth:`RecordingProxy.fault_at`):
   :data:`CUT_STATUS`.
 - ``kill``: GARM is killed (``on_kill``, the harness's SIGKILL) when the call arrives, before it
   reaches GARM; the connection drops as with a GARM that is down.
+- ``db-restart``: GARM's database server is stopped when the call arrives, the call goes to
+  GARM while it is down, and the server is started again once GARM has answered, before the
+  answer goes back (``on_db_restart``, a context manager: down inside, started on leaving).
 
 and can answer every call ``latency`` seconds late (the call waits before it is forwarded).
 
@@ -43,6 +47,7 @@ import re
 import threading
 import time
 from collections.abc import Callable
+from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
@@ -59,7 +64,8 @@ INSTANCE_PREFIXES = ("/callbacks", "/metadata", "/agent", "/webhooks")
 CUT_STATUS = 0
 CUT = "cut"
 KILL = "kill"
-FAULTS = (CUT, KILL)
+DB_RESTART = "db-restart"
+FAULTS = (CUT, KILL, DB_RESTART)
 CONTROLLER_PATH = "/controller"
 # Headers that describe one hop, not the message: never forwarded.
 _HOP_HEADERS = frozenset(
@@ -83,6 +89,8 @@ class RecordedCall:
     query: dict[str, str]
     body: Any
     status: int
+    # GARM's ``error`` field when it refused the call, else empty.
+    error: str = ""
 
     @property
     def refused(self) -> bool:
@@ -113,6 +121,7 @@ class RecordingProxy:
         self._calls: list[RecordedCall] = []
         self._refusals: list[tuple[str, re.Pattern[str], int]] = []
         self.on_kill: Callable[[], None] | None = None
+        self.on_db_restart: Callable[[], AbstractContextManager[object]] | None = None
         self.latency = 0.0
         self._arrivals = 0
         self._faults: dict[int, str] = {}
@@ -176,11 +185,13 @@ class RecordingProxy:
             return self._arrivals
 
     def fault_at(self, call: int, fault: str) -> None:
-        """Act on the client call numbered ``call``: ``cut`` its answer or ``kill`` GARM."""
+        """Act on the client call numbered ``call``: one of :data:`FAULTS`."""
         if fault not in FAULTS:
             raise ValueError(f"unknown fault {fault!r}")
         if fault == KILL and self.on_kill is None:
             raise RuntimeError("no on_kill: the proxy cannot kill this GARM")
+        if fault == DB_RESTART and self.on_db_restart is None:
+            raise RuntimeError("no on_db_restart: the proxy cannot restart this GARM's database")
         with self._lock:
             self._faults[call] = fault
 
@@ -205,6 +216,12 @@ class RecordingProxy:
         if fault == KILL and self.on_kill is not None:
             self.on_kill()
         return fault
+
+    def around(self, fault: str | None) -> AbstractContextManager[object]:
+        """What the answer of a call with ``fault`` is made inside (handler use)."""
+        if fault == DB_RESTART and self.on_db_restart is not None:
+            return self.on_db_restart()
+        return nullcontext()
 
     def refuse_next(self, method: str, path_regex: str, status: int = 500) -> None:
         """Refuse the next ``method`` call whose API path fully matches ``path_regex``.
@@ -283,7 +300,8 @@ class _ProxyHandler(BaseHTTPRequestHandler):
             else split.path
         )
         fault = proxy.arrive(path)
-        answered = self._answer(proxy, path, body, headers)
+        with proxy.around(fault):
+            answered = self._answer(proxy, path, body, headers)
         if answered is None:
             # GARM is down: the client must see a dropped connection, as without us.
             self.close_connection = True
@@ -300,7 +318,14 @@ class _ProxyHandler(BaseHTTPRequestHandler):
             _register_token(answer)
         if fault == CUT:
             status = CUT_STATUS
-        call = RecordedCall(self.command, path, dict(parse_qsl(split.query)), _parse(body), status)
+        call = RecordedCall(
+            self.command,
+            path,
+            dict(parse_qsl(split.query)),
+            _parse(body),
+            status,
+            _error_of(answer) if status >= 400 else "",
+        )
         proxy.record(call)
         for observe in list(proxy.observers):
             observe(call)
@@ -335,6 +360,13 @@ def _register_token(answer: bytes) -> None:
     data = _parse(answer)
     if isinstance(data, dict) and isinstance(data.get("token"), str):
         register_secret(data["token"])
+
+
+def _error_of(answer: bytes) -> str:
+    """GARM's ``error`` field of a refusal, empty when it has none."""
+    data = _parse(answer)
+    error = data.get("error") if isinstance(data, dict) else None
+    return error if isinstance(error, str) else ""
 
 
 def _parse(raw: bytes) -> Any:

@@ -1,9 +1,11 @@
 """The one containment policy (ADR 0009), shown for every kind of object the charm writes.
 
-Each case injects one fault on one object's call in the emulator. An outage, a 401 or an
-answer that is not GARM's shape ends the pass (the error leaves the reconciler); a 4xx other
-than 401 is that object's refusal and a 5xx its failure, both contained: the pass goes on, and
-an object the status reports gets a BLOCKED (4xx) or WAITING "will retry" (5xx) notice.
+Each case injects one fault on one object's call in the emulator. An outage, a 401, one of
+GARM's 409 gates (``init_required``: GARM on PostgreSQL answers it while its database server
+restarts) or an answer that is not GARM's shape ends the pass (the error leaves the
+reconciler); another 4xx is that object's refusal and a 5xx its failure, both contained: the
+pass goes on, and an object the status reports gets a BLOCKED (4xx) or WAITING "will retry"
+(5xx) notice.
 """
 
 from __future__ import annotations
@@ -19,6 +21,7 @@ from desired_state import EntitySpec
 from garm import (
     GarmClient,
     GarmConnectionError,
+    GarmNotReadyError,
     GarmProtocolError,
     GarmUnauthorizedError,
 )
@@ -124,6 +127,21 @@ def _faulted(garm: GarmEmulator, case: Case) -> bool:
 PASS_ENDING = {
     "outage": (GarmConnectionError, lambda g, m, p: g.drop_next(m, p)),
     "401": (GarmUnauthorizedError, lambda g, m, p: g.fail_next(m, p, 401)),
+    # GARM's words while its PostgreSQL server is down (measured, tox -e faults).
+    "init_required": (
+        GarmNotReadyError,
+        lambda g, m, p: g.fail_next(m, p, 409, error="init_required", details="Missing superuser"),
+    ),
+    "urls_required": (
+        GarmNotReadyError,
+        lambda g, m, p: g.fail_next(
+            m,
+            p,
+            409,
+            error="urls_required",
+            details="Missing required URLs. Make sure you update the metadata and callback URLs",
+        ),
+    ),
     "wrong-shape": (GarmProtocolError, lambda g, m, p: g.garble_next(m, p)),
 }
 
