@@ -67,9 +67,9 @@ from tests.garm_emulator import CONSOLIDATION_INTERVAL, GarmEmulator
 from tests.github_standin import GitHubStandin
 from tests.real_garm.github_apps import register_configured_apps
 from tests.real_garm.harness import SKIP_REASON, GarmStartError, RealGarm, garm_binary
+from tests.real_garm.postgres import DATABASE, ROLE, PostgresServer
 from tests.real_garm.provider_standin import GARM_AGENT_CONFIG
 from tests.real_garm.tls_front import TlsFront
-from tests.real_garm.postgres import DATABASE, ROLE, PostgresServer
 
 EMULATOR = "emulator"
 REAL = "real"
