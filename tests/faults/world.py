@@ -190,8 +190,22 @@ class World:
         return sorted(planned_providers(self.driver.state))
 
     def wait_answering(self) -> None:
-        """Return once GARM answers (after a kill, once Pebble's restart is done)."""
-        self.garm.controller()
+        """Return once GARM answers a logged-in read.
+
+        After a kill, once Pebble's restart is done. After its PostgreSQL server restarted,
+        once GARM has dropped the pooled connections the restart closed: each fails one query,
+        and GARM's init gate reads that failure as ``409 init_required``, login included.
+        """
+        self.await_state("GARM to answer with its database", self._answers)
+
+    def _answers(self) -> bool:
+        try:
+            self.garm.controller()
+        except RuntimeError as exc:
+            if "init_required" not in str(exc):
+                raise
+            return False
+        return True
 
     def forget_expected_exits(self) -> None:
         """Drop the exits the campaign caused from the run's list of unexpected ones."""
