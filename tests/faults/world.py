@@ -156,6 +156,12 @@ class World:
         self.await_listening()
         self.garm.proxy.clear()
 
+    def restart_garm(self) -> None:
+        """Stop GARM and start it again on the same files; return once it listens again."""
+        self.garm.halt()
+        self.garm.start(self.garm.environment)
+        self.await_listening()
+
     def await_listening(self) -> None:
         """Wait until GARM listens to each enabled scale set (its message session is live).
 
