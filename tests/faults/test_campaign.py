@@ -13,13 +13,8 @@ from tests.faults.conftest import Campaign, record
 from tests.faults.stories import story
 
 
-def _violations(outcomes: list[Outcome]) -> list[str]:
-    return [f"{o.story} {o.fault} at call {o.call}: {v}" for o in outcomes for v in o.violations]
-
-
-@pytest.mark.parametrize("fault", [CUT, KILL])
-@pytest.mark.parametrize("key", ["a", "b", "c", "d"])
-def test_a_fault_at_every_call_of_the_step(campaign: Campaign, key: str, fault: str):
+def _fault_every_call(campaign: Campaign, key: str, fault: str) -> None:
+    """Run story ``key`` once per faulted call with ``fault`` there; record; assert."""
     told = story(key)
     snapshot, ref = campaign.reference(told)
     assert ref.violations == []
@@ -28,15 +23,19 @@ def test_a_fault_at_every_call_of_the_step(campaign: Campaign, key: str, fault: 
     assert _violations(outcomes) == []
 
 
+def _violations(outcomes: list[Outcome]) -> list[str]:
+    return [f"{o.story} {o.fault} at call {o.call}: {v}" for o in outcomes for v in o.violations]
+
+
+@pytest.mark.parametrize("fault", [CUT, KILL])
+@pytest.mark.parametrize("key", ["a", "b", "c", "d"])
+def test_a_fault_at_every_call_of_the_step(campaign: Campaign, key: str, fault: str):
+    _fault_every_call(campaign, key, fault)
+
+
 @pytest.mark.parametrize("key", ["a"])
 def test_postgresql_restarted_at_every_call_of_the_step(postgres_campaign: Campaign, key: str):
-    told = story(key)
-    snapshot, ref = postgres_campaign.reference(told)
-    assert ref.violations == []
-    world = postgres_campaign.world
-    outcomes = [run_case(world, snapshot, told, ref, DB_RESTART, call) for call in ref.faulted]
-    record(ref, outcomes)
-    assert _violations(outcomes) == []
+    _fault_every_call(postgres_campaign, key, DB_RESTART)
 
 
 @pytest.mark.parametrize("key", ["b"])
