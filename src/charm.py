@@ -384,9 +384,11 @@ def _reconcile_events(on: ops.CharmEvents) -> list[ops.BoundEvent]:
             on[relation].relation_changed,
             on[relation].relation_broken,
         ]
-    # A deposed leader gets one of these soon after leadership moves (ADR 0007).
+    # A deposed leader gets one of these soon after leadership moves (ADR 0007); created, so
+    # that the leader writes its memory into the peer relation as soon as Juju gives it one.
     events += [
         on.leader_settings_changed,
+        on[leadership.PEER_RELATION].relation_created,
         on[leadership.PEER_RELATION].relation_joined,
         on[leadership.PEER_RELATION].relation_changed,
         on[leadership.PEER_RELATION].relation_departed,

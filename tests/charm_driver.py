@@ -38,10 +38,13 @@ import agent_image
 import workload
 from charm import GarmCharm
 from garm_entrypoint import joined_providers_json
+from leadership import PEER_RELATION
 from tests.log_secrets import register_secret
 from tests.rsa_keys import pkcs1_pem
 
 CONFIGURATOR = "garm-configurator"
+# The id of the peer relation of :func:`base_state`'s deployment.
+PEER_RELATION_ID = 99
 PASSWORD_SECRET_VALUE = "openstack-pass-\u00e9-1"
 PRIVATE_KEY_VALUE = pkcs1_pem()
 
@@ -214,11 +217,18 @@ def write_agent_tools(
 def base_state(
     data_dir: Path, *, leader: bool = True, agent_dir: Path | None = None, **kwargs: Any
 ) -> testing.State:
-    """Return a fresh deployment: leader unit, reachable container with its storage mounted.
+    """Return a fresh deployment as Juju makes one, with the ``garm-peers`` relation.
 
-    The container also holds the image's garm-agent directory, from ``agent_dir`` (by default
-    a directory beside ``data_dir`` filled by :func:`write_agent_tools`).
+    The unit leads and its container is reachable, with its storage mounted. Juju gives every
+    unit its peer relation from the first hook, so the deployment has it (empty, id
+    :data:`PEER_RELATION_ID`) unless ``relations`` already holds one; a test of the moments
+    before it exists says so with :func:`without_peer_relation`. The container also holds the
+    image's garm-agent directory, from ``agent_dir`` (by default a directory beside
+    ``data_dir`` filled by :func:`write_agent_tools`).
     """
+    relations = set(kwargs.pop("relations", ()))
+    if not any(relation.endpoint == PEER_RELATION for relation in relations):
+        relations.add(testing.PeerRelation(PEER_RELATION, id=PEER_RELATION_ID))
     if agent_dir is None:
         agent_dir = data_dir.with_name(f"{data_dir.name}-garm-agent")
         if not agent_dir.exists():
@@ -235,8 +245,15 @@ def base_state(
         leader=leader,
         containers={container},
         storages={testing.Storage("garm-data")},
+        relations=relations,
         **kwargs,
     )
+
+
+def without_peer_relation(state: testing.State) -> testing.State:
+    """``state`` before Juju has given the unit its ``garm-peers`` relation (install's start)."""
+    kept = {relation for relation in state.relations if relation.endpoint != PEER_RELATION}
+    return dataclasses.replace(state, relations=kept)
 
 
 def planned_env(state: testing.State) -> dict[str, str]:

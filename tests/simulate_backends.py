@@ -67,6 +67,13 @@ from tests.garm_emulator import CONSOLIDATION_INTERVAL, GarmEmulator
 from tests.github_standin import GitHubStandin
 from tests.real_garm.github_apps import register_configured_apps
 from tests.real_garm.harness import SKIP_REASON, GarmStartError, RealGarm, garm_binary
+from tests.real_garm.job_demand import (
+    LISTENING,
+    RECORDED,
+    demand_recorded,
+    listening,
+    open_jobs,
+)
 from tests.real_garm.postgres import DATABASE, ROLE, PostgresServer
 from tests.real_garm.provider_standin import GARM_AGENT_CONFIG
 from tests.real_garm.tls_front import TlsFront
@@ -400,6 +407,7 @@ class RealStoryGarm:
         print(f"  (job {job_id} queued in the GitHub stand-in for {scaleset_name})")
         if not self.await_state(f"GARM to acquire job {job_id}", lambda: self._assigned(job_id)):
             raise AssertionError(f"GARM did not acquire job {job_id}")
+        self._settle_demand(scaleset_name)
         idle = [r for r in self.real.instances(scaleset_name) if is_idle(r)]
         if not idle:
             raise AssertionError(f"no idle runner of {scaleset_name} to start job {job_id} on")
@@ -453,6 +461,23 @@ class RealStoryGarm:
         )
         self._clock_shift = mock.patch.object(reconciler, "datetime", _ShiftedDatetime)
         self._clock_shift.start()
+
+    def _settle_demand(self, scaleset_name: str) -> None:
+        """Await GARM's record of the job's demand, then restart GARM so its worker reads it.
+
+        GARM can keep a stale desired count (``tests/real_garm/job_demand.py``).
+        """
+        count = open_jobs(self.github, scaleset_name)
+        recorded = RECORDED.format(count=count, name=scaleset_name)
+        if not self.await_state(
+            recorded, demand_recorded(self.real, self.github, scaleset_name, count)
+        ):
+            raise AssertionError(f"timed out awaiting {recorded}")
+        print("  (GARM restarted, so that its scale-set worker reads the recorded count)")
+        self.real.restart()
+        again = LISTENING.format(name=scaleset_name)
+        if not self.await_state(again, listening(self.github, scaleset_name)):
+            raise AssertionError(f"timed out awaiting {again}")
 
     def _assigned(self, job_id: int) -> bool:
         return any(j.id == job_id and j.state == "assigned" for j in self.github.jobs())

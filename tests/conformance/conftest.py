@@ -1,9 +1,9 @@
 """Fixtures of the conformance tests: each test runs once per GARM backend.
 
-The backend is in the test id (``[emulator]``, ``[real]``). Real GARM is the binary named by
-``GARM_BIN`` (else ``../shared/garm/bin/garm``), started through the charm's entrypoint with the
-stand-in provider and pointed at the GitHub stand-in; without a binary its tests skip, all with
-one reason. A difference between the two backends is an emulator defect.
+The backend is in the test id (``[emulator]``, ``[real]``). Real GARM is the local part
+:data:`tests.local_parts.GARM` (``GARM_BIN``, else the cache path), started through the charm's
+entrypoint with the stand-in provider and pointed at the GitHub stand-in; without a binary its
+tests skip, all with one reason. A difference between the two backends is an emulator defect.
 """
 
 from __future__ import annotations
@@ -18,7 +18,6 @@ from ops import testing
 
 import workload
 from garm import GarmClient
-from leadership import PEER_RELATION
 from tests.charm_driver import CharmDriver, base_state
 from tests.conformance.backends import (
     EMULATOR,
@@ -225,8 +224,7 @@ def runner_driver(charm_garm: Garm, tmp_path: Path) -> CharmDriver:
     """
     data = tmp_path / "data"
     data.mkdir()
-    peers = testing.PeerRelation(PEER_RELATION, id=99)
-    state = base_state(data, relations={peers, ingress_relation(charm_garm.base_url)})
+    state = base_state(data, relations={ingress_relation(charm_garm.base_url)})
     return deployed(charm_garm, state)
 
 

@@ -25,6 +25,7 @@ from pathlib import Path
 from typing import Any
 
 from tests.faults.stories import STORIES
+from tests.local_parts import GARM
 
 BEGIN = "<!-- faults-table:begin (written by tox -e faults) -->"
 END = "<!-- faults-table:end -->"
@@ -158,6 +159,9 @@ def main(argv: list[str]) -> int:
         if line
     ]
     if not rows:
+        if GARM.find() is None:
+            print(f"{doc} left as it is: the campaign did not run ({GARM.skip_reason()})")
+            return 0
         print(f"no outcomes in {results}", file=sys.stderr)
         return 1
     table = tables(rows)

@@ -27,6 +27,7 @@ from ops import testing
 
 from tests.charm_driver import Configurator, configurator
 from tests.faults.world import World
+from tests.real_garm.job_demand import RECORDED, demand_recorded
 from tests.simulate_backends import is_busy, is_idle
 from workload import CONTAINER_NAME
 
@@ -147,16 +148,11 @@ def start_busy_runner(world: World) -> dict[str, Any]:
         f"GARM to acquire job {job}",
         lambda: any(j.id == job and j.state == "assigned" for j in world.github.jobs()),
     )
-    # GARM's scale-set worker scales to its own copy of the scale set, refreshed by the
-    # database's update events, which v0.2.1-afda4e76 hands over each on its own goroutine, in
-    # no fixed order. Handling the JobAssigned message writes the last message id (an event
-    # still carrying the desired count 0) and then the desired count 1 (an event carrying 1);
-    # when the first event is applied last, the worker keeps a target of no runner and never
-    # looks again. Once GARM has recorded the count and acknowledged the message, a restart
-    # makes the worker read the scale set from the database.
+    # GARM can keep a stale desired count of 0 (tests/real_garm/job_demand.py): once it has
+    # recorded the count, a restart makes its worker read it.
     world.await_state(
-        "GARM to record one desired runner of cfg-a and acknowledge the message",
-        lambda: _wants_one_runner(world, scaleset["name"]),
+        RECORDED.format(count=1, name=scaleset["name"]),
+        demand_recorded(garm, world.github, scaleset["name"], 1),
     )
     world.restart_garm()
     idle = world.await_state(
@@ -175,13 +171,6 @@ def start_busy_runner(world: World) -> dict[str, Any]:
             None,
         ),
     )
-
-
-def _wants_one_runner(world: World, name: str) -> bool:
-    """GARM's database wants one runner of scale set ``name``; its queue is drained."""
-    (scaleset,) = [s for s in world.garm.scalesets() if s["name"] == name]
-    (view,) = [v for v in world.github.scalesets() if v.name == name]
-    return scaleset.get("desired_runner_count") == 1 and view.queued_messages == 0
 
 
 def busy_runners(world: World) -> list[str]:

@@ -27,7 +27,6 @@ from typing import Any
 
 from ops import testing
 
-from leadership import PEER_RELATION
 from provider_record import PROVIDER_RECORD_LABEL
 from tests.charm_driver import CharmDriver, base_state, planned_providers
 from tests.github_standin import GitHubStandin
@@ -92,7 +91,6 @@ class World:
         register_configured_apps(self.garm.proxy, self.github)
         self.garm.proxy.on_kill = self.garm.kill
         relations: set[testing.RelationBase] = {
-            testing.PeerRelation(PEER_RELATION, id=99),
             ingress_relation(self.garm.base_url),
         }
         if postgres is not None:

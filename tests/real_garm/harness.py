@@ -43,6 +43,7 @@ from typing import Any, Self
 import httpx
 
 import garm_entrypoint
+from tests.local_parts import GARM
 from tests.log_secrets import register_secret
 from tests.real_garm import provider_standin
 from tests.real_garm.ports import reserved_port
@@ -52,12 +53,7 @@ from tests.real_garm.proxy import API_PREFIX, RecordedCall, RecordingProxy, writ
 REPO_ROOT = Path(__file__).resolve().parents[2]
 SRC_DIR = REPO_ROOT / "src"
 SHIM_SOURCE = SRC_DIR / "provider_shim.py"
-DEFAULT_GARM_BIN = REPO_ROOT.parent / "shared" / "garm" / "bin" / "garm"
-GARM_BIN_ENV = "GARM_BIN"
-SKIP_REASON = (
-    f"real GARM not found: set {GARM_BIN_ENV} or provide {DEFAULT_GARM_BIN} "
-    "(built from cloudbase/garm, see ../shared/garm/README.md)"
-)
+SKIP_REASON = GARM.skip_reason()
 DEFAULT_ADMIN = ("admin", "Real-Garm-Adm1n-Passw0rd-9f3c7a1e")
 # GARM answers within a second, a few under load; one that does not answer in this time has
 # hung (seen on restarts with credentials and entities in its database, see _launch).
@@ -99,10 +95,8 @@ class GarmHungError(GarmStartError):
 
 
 def garm_binary() -> Path | None:
-    """Return the GARM binary to test against: ``$GARM_BIN``, else the shared one, else None."""
-    configured = os.environ.get(GARM_BIN_ENV)
-    candidate = Path(configured) if configured else DEFAULT_GARM_BIN
-    return candidate if candidate.is_file() and os.access(candidate, os.X_OK) else None
+    """Return the GARM binary to test against (:data:`tests.local_parts.GARM`), else None."""
+    return GARM.find()
 
 
 def install_shim(directory: Path) -> Path:

@@ -18,6 +18,7 @@ import workload
 from leadership import PEER_RELATION
 from tests.charm_driver import (
     PASSWORD_SECRET_VALUE,
+    PEER_RELATION_ID,
     PRIVATE_KEY_VALUE,
     CharmDriver,
     base_state,
@@ -25,6 +26,7 @@ from tests.charm_driver import (
     first_phase,
     planned_env,
     planned_providers,
+    without_peer_relation,
 )
 from tests.garm_emulator import CONSOLIDATION_INTERVAL, GarmEmulator
 from tests.log_secrets import register_secret
@@ -73,6 +75,21 @@ def test_waits_for_pebble(garm: GarmEmulator, tmp_path: Path):
     # The leader creates its secrets even before the container is reachable.
     labels = {s.label for s in out.secrets}
     assert {"garm-secrets", "garm-admin-credentials"} <= labels
+
+
+def test_install_before_the_peer_relation_exists(garm: GarmEmulator, tmp_path: Path):
+    # Juju may run install before the unit's garm-peers relation is created: GARM comes up
+    # all the same, and the leader records itself once the relation arrives.
+    driver = CharmDriver(garm, without_peer_relation(base_state(tmp_path)))
+    assert not driver.state.get_relations(PEER_RELATION)
+    out = deploy(driver)
+    assert out.get_container("garm").service_statuses["garm"] == ops.pebble.ServiceStatus.ACTIVE
+    assert out.unit_status == ops.WaitingStatus("Waiting for garm-configurator relation")
+    peers = testing.PeerRelation(PEER_RELATION, id=PEER_RELATION_ID)
+    driver.state = dataclasses.replace(out, relations={*out.relations, peers})
+    joined = driver.run(driver.ctx.on.relation_created(peers))
+    [recorded] = joined.get_relations(PEER_RELATION)
+    assert recorded.local_app_data["leader"] == "garm/0"
 
 
 def test_non_leader_waits_for_secrets(garm: GarmEmulator, tmp_path: Path):
@@ -597,8 +614,6 @@ def test_a_runner_the_cloud_refuses_blocks_naming_the_scale_set(
     driver: CharmDriver, garm: GarmEmulator
 ):
     # The charm remembers a fault in the garm-peers databag, which Juju always provides.
-    peers = testing.PeerRelation(PEER_RELATION, id=99)
-    driver.state = dataclasses.replace(driver.state, relations={*driver.state.relations, peers})
     deploy(driver)
     driver.add_configurator(configurator("cfg-a", relation_id=1))
     garm.refuse_provider("CreateInstance", IMAGE_GONE)

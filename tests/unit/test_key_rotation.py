@@ -33,8 +33,7 @@ CREDENTIAL = "app-101-202"
 
 @pytest.fixture
 def driver(garm: GarmEmulator, tmp_path: Path) -> CharmDriver:
-    peers = testing.PeerRelation(PEER_RELATION, id=99)
-    return CharmDriver(garm, base_state(tmp_path, relations={peers}))
+    return CharmDriver(garm, base_state(tmp_path))
 
 
 def deploy_with_configurator(driver: CharmDriver) -> testing.Secret:

@@ -20,7 +20,6 @@ import pytest
 from ops import testing
 
 import workload
-from leadership import PEER_RELATION
 from tests.charm_driver import CharmDriver, base_state, configurator
 from tests.garm_emulator import GarmEmulator
 
@@ -31,8 +30,7 @@ B_LIVE = "cfg-b-runners-18515357"
 @pytest.fixture
 def driver(garm: GarmEmulator, tmp_path: Path) -> CharmDriver:
     """Both configurators deployed, each scale set with an idle runner."""
-    peers = testing.PeerRelation(PEER_RELATION, id=99)
-    charm = CharmDriver(garm, base_state(tmp_path, relations={peers}))
+    charm = CharmDriver(garm, base_state(tmp_path))
     charm.run(charm.ctx.on.install())
     charm.run(charm.ctx.on.leader_elected())
     charm.run(charm.ctx.on.pebble_ready(charm.state.get_container(workload.CONTAINER_NAME)))
