@@ -21,6 +21,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
+from tests.real_garm.pin import read_pin
+
 # The folder under the user's cache directory that holds the local parts.
 CACHE_FOLDER = Path("garm-charm") / "bin"
 HOW_TO = "docs/how-to/run-real-garm-tests.md"
@@ -72,7 +74,8 @@ GARM = LocalPart(
     title="GARM",
     variable="GARM_BIN",
     filename="garm",
-    upstream="cloudbase/garm commit afda4e76",
+    # The commit the rock pins, so the tests run what the image ships.
+    upstream=f"cloudbase/garm commit {read_pin().commit[:8]}",
 )
 PEBBLE = LocalPart(
     title="Pebble",

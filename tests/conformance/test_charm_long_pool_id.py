@@ -43,8 +43,14 @@ def shim() -> bool:
 
 
 @pytest.fixture
-def charm_garm(tmp_path: Path, github: GitHubStandin, shim: bool) -> Iterator[RealGarm]:
-    """Real GARM, started by the charm's first replan, with or without the provider shim."""
+def charm_garm(
+    backend: str, tmp_path: Path, github: GitHubStandin, shim: bool
+) -> Iterator[RealGarm]:
+    """Real GARM, started by the charm's first replan, with or without the provider shim.
+
+    Asks for ``backend`` first, so that it skips where no GARM binary is found.
+    """
+    assert backend == REAL
     real = prepared_real_garm(tmp_path, github, shim)
     try:
         yield real

@@ -48,8 +48,3 @@ def read_pin(path: Path = ROCKCRAFT_YAML) -> GarmPin:
         version=f"v{rock['version']}",
         provider_commit=str(parts[PROVIDER_PART]["source-commit"]),
     )
-
-
-if __name__ == "__main__":  # CI: `python3 -m tests.real_garm.pin` -> "<commit> <version>"
-    pin = read_pin()
-    print(pin.commit, pin.version)
