@@ -75,9 +75,12 @@ class Row:
     faults: tuple[str, ...] = ()
 
 
-# The deployment sits behind an ingress, so a rewritten ingress request would show.
+# The deployment sits behind an ingress, so a rewritten ingress request would show. Its id
+# comes after every configurator's (1..N); the peer relation has the first (base_state).
 INGRESS = testing.Relation(
-    "ingress", id=0, remote_app_data={"ingress": json.dumps({"url": "http://garm.bench.test/"})}
+    "ingress",
+    id=100_000,
+    remote_app_data={"ingress": json.dumps({"url": "http://garm.bench.test/"})},
 )
 
 

@@ -43,8 +43,8 @@ from tests.log_secrets import register_secret
 from tests.rsa_keys import pkcs1_pem
 
 CONFIGURATOR = "garm-configurator"
-# The id of the peer relation of :func:`base_state`'s deployment.
-PEER_RELATION_ID = 99
+# Juju creates the peer relation with the application, before any integration: the first id.
+PEER_RELATION_ID = 0
 PASSWORD_SECRET_VALUE = "openstack-pass-\u00e9-1"
 PRIVATE_KEY_VALUE = pkcs1_pem()
 

@@ -18,7 +18,6 @@ import workload
 from leadership import PEER_RELATION
 from tests.charm_driver import (
     PASSWORD_SECRET_VALUE,
-    PEER_RELATION_ID,
     PRIVATE_KEY_VALUE,
     CharmDriver,
     base_state,
@@ -85,7 +84,7 @@ def test_install_before_the_peer_relation_exists(garm: GarmEmulator, tmp_path: P
     out = deploy(driver)
     assert out.get_container("garm").service_statuses["garm"] == ops.pebble.ServiceStatus.ACTIVE
     assert out.unit_status == ops.WaitingStatus("Waiting for garm-configurator relation")
-    peers = testing.PeerRelation(PEER_RELATION, id=PEER_RELATION_ID)
+    peers = testing.PeerRelation(PEER_RELATION)
     driver.state = dataclasses.replace(out, relations={*out.relations, peers})
     joined = driver.run(driver.ctx.on.relation_created(peers))
     [recorded] = joined.get_relations(PEER_RELATION)
