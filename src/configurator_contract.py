@@ -50,7 +50,8 @@ PROVIDER_DATABAG_KEYS = (
     "openstack_region_name",
     "openstack_network",
 )
-GITHUB_DATABAG_KEYS = ("github_app_id", "github_installation_id", "github_private_key_secret_uri")
+PRIVATE_KEY_FIELD = "github_private_key_secret_uri"
+GITHUB_DATABAG_KEYS = ("github_app_id", "github_installation_id", PRIVATE_KEY_FIELD)
 CONTRACT_KEYS = (
     SCALESET_DATABAG_KEYS
     + RUNNER_OPTION_DATABAG_KEYS

@@ -3,9 +3,11 @@
 Owns what one configurator (one relation) asks for before the merge (``Contribution``) and the
 merge itself: a scale-set name or an entity belongs to the configurator whose live scale sets
 already hold it (``Incumbents``), and a name nobody holds yet to the first configurator, in
-relation-id order, to claim it; a configurator with bad input or a conflicting claim
-contributes nothing this pass while what it described is ``Held``. Must not import ops or the
-GARM client.
+relation-id order, to claim it; a provider belongs to the configurator whose units publish it,
+and a scale set may name only its own configurator's; a GitHub App (its credential) belongs to
+the configurator whose key GARM was last sent, and another may share it only with the same key;
+a configurator with bad input or a conflicting claim contributes nothing this pass while what
+it described is ``Held``. Must not import ops or the GARM client.
 """
 
 from __future__ import annotations
@@ -15,6 +17,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from configurator_contract import (
+    PRIVATE_KEY_FIELD,
     entity_target,
     has_contract_data,
     lenient_ids,
@@ -30,6 +33,7 @@ from desired_state import (
     ProviderConfig,
     ScalesetSpec,
     UnitData,
+    app_of_provider,
     credential_name,
 )
 
@@ -52,13 +56,26 @@ class Merge:
         self.providers: list[ProviderConfig] = []
         self.scaleset_owner: dict[str, str] = {}
         self.entity_owner: dict[tuple[str, str], tuple[str, str]] = {}
+        self.provider_owner: dict[str, str] = {}
+        # Credential name to its holder and the digest of the holder's App key.
+        self.credential_owner: dict[str, tuple[str, str]] = {}
 
     def seat_incumbents(self, contributions: Sequence[Contribution], held: Incumbents) -> None:
         """Give each name to the configurator that holds it in GARM, if it still claims it.
 
         Called before :meth:`add`: the incumbent keeps its name even when a configurator with
-        a lower relation id reaches for it.
+        a lower relation id reaches for it. Each provider goes to the configurator whose unit
+        publishes it, whatever the relation order.
         """
+        self.provider_owner = {p.unit_name: c.app for c in contributions for p in c.providers}
+        for c in contributions:
+            for name in c.credential_names:
+                holder = held.credentials.get(name)
+                if holder is None or holder[0] != c.app:
+                    continue
+                # The holder's key now (a rotation is its own to make), else the one GARM has.
+                spec = next((s for s in c.credentials.values() if s.name == name), None)
+                self.credential_owner[name] = (c.app, spec.key_digest if spec else holder[1])
         for c in contributions:
             for name in c.names:
                 if held.scalesets.get(name) == c.app:
@@ -76,7 +93,7 @@ class Merge:
         (self.refused if c.problems else self.accepted).append(c)
 
     def _conflicts(self, c: Contribution) -> list[InputProblem]:
-        conflicts: list[InputProblem] = []
+        conflicts = self._foreign_providers(c) + self._foreign_apps(c)
         for name in sorted(c.names):
             owner = self.scaleset_owner.setdefault(name, c.app)
             if owner != c.app:
@@ -87,14 +104,65 @@ class Merge:
                 conflicts.append(_conflict(c.app, f"{key[0]} {key[1]}", owner))
         return conflicts
 
+    def _foreign_providers(self, c: Contribution) -> list[InputProblem]:
+        """A scale set runs on its own configurator's provider, never on another's.
+
+        Another configurator's provider is its OpenStack project: a scale set there would run
+        this configurator's scripts with that project's credentials. A provider is the
+        configurator's own when one of its units publishes it, or when its name is one of its
+        units' and no other configurator publishes it (a unit's provider can be missing for a
+        pass, while its leader changes, without the scale set being refused).
+        """
+        problems: list[InputProblem] = []
+        for name in sorted({s.spec.provider_name for s in c.scalesets.values()}):
+            holder = self.provider_owner.get(name) or app_of_provider(name)
+            if holder == c.app:
+                continue
+            if name in self.provider_owner:
+                problems.append(_conflict(c.app, f"provider {name}", holder))
+                continue
+            logger.warning(
+                "refusing provider %s from %s: none of its units publish it", name, c.app
+            )
+            problems.append(
+                InputProblem(c.app, f"provider {name} is not published by {c.app}", blocked=True)
+            )
+        return problems
+
+    def _foreign_apps(self, c: Contribution) -> list[InputProblem]:
+        """An App held by another configurator is shared only by one that holds the same key."""
+        problems: list[InputProblem] = []
+        for spec in sorted(c.credentials.values(), key=lambda s: s.name):
+            holder, digest = self.credential_owner.setdefault(spec.name, (c.app, spec.key_digest))
+            if holder == c.app or digest == spec.key_digest:
+                continue
+            logger.warning(
+                "refusing GitHub App %s from %s: it belongs to %s, whose key differs",
+                spec.app_id,
+                c.app,
+                holder,
+            )
+            reason = (
+                f"GitHub App {spec.app_id} belongs to {holder}; "
+                f"the key in {PRIVATE_KEY_FIELD} differs"
+            )
+            problems.append(InputProblem(c.app, reason, blocked=True))
+        return problems
+
     def result(self) -> ConfiguratorInputs:
         """Return what the accepted configurators ask for and what the refused ones hold."""
         credentials: dict[str, CredentialSpec] = {}
         entities: dict[tuple[str, str], EntitySpec] = {}
         scalesets: list[ScalesetSpec] = []
+        shared_held: set[str] = set()
         for c in self.accepted:
             for spec in c.credentials.values():
-                credentials.setdefault(spec.name, spec)
+                # Only the holder's data is ever written to its credential; one that shares it
+                # uses it as GARM has it, and while the holder is held, so is the credential.
+                if self.credential_owner[spec.name][0] == c.app:
+                    credentials[spec.name] = spec
+                else:
+                    shared_held.add(spec.name)
             for key, entity in c.entities.items():
                 entities.setdefault(key, entity)
             scalesets += [candidate.spec for candidate in c.scalesets.values()]
@@ -104,12 +172,17 @@ class Merge:
             entities=tuple(entities.values()),
             scalesets=tuple(scalesets),
             problems=tuple(self.problems),
-            held=self._held(set(credentials), set(entities)),
+            held=self._held(set(credentials), set(entities), shared_held - set(credentials)),
             identity_unknown=any(c.unnamed and not c.names for c in self.refused),
         )
 
-    def _held(self, desired_credentials: set[str], desired_entities: set[tuple[str, str]]) -> Held:
-        credentials: set[str] = set()
+    def _held(
+        self,
+        desired_credentials: set[str],
+        desired_entities: set[tuple[str, str]],
+        shared: set[str],
+    ) -> Held:
+        credentials = set(shared)
         entities: set[tuple[str, str]] = set()
         scalesets: set[str] = set()
         for c in self.refused:
@@ -125,9 +198,7 @@ class Merge:
 
 
 def _conflict(app: str, what: str, owner: str) -> InputProblem:
-    logger.warning(
-        "refusing %s from %s: it belongs to %s, which claimed it first", what, app, owner
-    )
+    logger.warning("refusing %s from %s: it belongs to %s", what, app, owner)
     return InputProblem(source=app, reason=f"{what} belongs to {owner}", blocked=True)
 
 

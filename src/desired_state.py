@@ -13,6 +13,7 @@ import hashlib
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 
+from github_key import public_key_digest
 from runner_options import RunnerConfig
 
 DEFAULT_GITHUB_ENDPOINT = "github.com"
@@ -72,6 +73,11 @@ class CredentialSpec:
         """A digest of the App ids and key: tells a rotated key apart without keeping it."""
         material = f"{self.app_id}\n{self.installation_id}\n{self.private_key}"
         return hashlib.sha256(material.encode("utf-8", "replace")).hexdigest()
+
+    @property
+    def key_digest(self) -> str:
+        """A digest of the App's public key: tells whether two configurators hold one key."""
+        return public_key_digest(self.private_key)
 
 
 @dataclass(frozen=True)
@@ -198,15 +204,18 @@ class Incumbents:
     """Who holds what in GARM: the configurator application whose provider runs it.
 
     A name held here belongs to that configurator whatever the relation order, so one
-    configurator's typo can never take another's running scale set or organisation.
+    configurator's typo can never take another's running scale set, organisation or App.
 
     Attributes:
         scalesets: logical scale set name to configurator application.
         entities: ``(type, name)`` of an organisation or repository to configurator application.
+        credentials: GARM credential name to the configurator application whose App key GARM
+            was last sent, with the digest of that key's public key (``key_digest``).
     """
 
     scalesets: Mapping[str, str] = field(default_factory=dict[str, str])
     entities: Mapping[tuple[str, str], str] = field(default_factory=dict[tuple[str, str], str])
+    credentials: Mapping[str, tuple[str, str]] = field(default_factory=dict[str, tuple[str, str]])
 
 
 @dataclass(frozen=True)

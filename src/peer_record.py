@@ -1,6 +1,6 @@
 """What the charm remembers of GARM between hooks, in the ``garm-peers`` application databag.
 
-Two things a pass learns and the next one needs (``reconcile.chain.Memory``):
+What a pass learns and the next one needs (``reconcile.chain.Memory``):
 
 - ``sent-credentials``: per credential the charm manages, the fingerprint (SHA-256 of the App
   ids and key, ``CredentialSpec.fingerprint``) of what it last sent, never the key. GARM never
@@ -8,8 +8,9 @@ Two things a pass learns and the next one needs (``reconcile.chain.Memory``):
   the configurator's secret) can only be noticed this way.
 - ``runner-faults``: per live scale set, the last provider fault seen on its runners while none
   has come up. GARM shows a fault for about five seconds before it retries with a new runner.
-- ``incumbents``: which configurator holds each scale-set name and entity in GARM, so that the
-  next parse gives a held name to its holder whatever the relation order.
+- ``incumbents``: which configurator holds each scale-set name, entity and GitHub App
+  credential in GARM (with a digest of that App's public key, never the key), so that the next
+  parse gives a held name to its holder whatever the relation order.
 
 The databag survives a pod replacement and a leader change; only the leader, which runs GARM,
 writes it, and only what changed. Knows Juju; must not import the GARM client.
@@ -68,15 +69,16 @@ def save(model: ops.Model, memory: Memory) -> None:
     faults = {name: [f.fault, f.since] for name, f in sorted(memory.faults.items())}
     wanted[RUNNER_FAULTS_KEY] = json.dumps(faults)
     held = memory.incumbents
-    if held.scalesets or held.entities:
-        wanted[INCUMBENTS_KEY] = json.dumps(
-            {
-                "scalesets": dict(sorted(held.scalesets.items())),
-                "entities": sorted(
-                    [kind, name, app] for (kind, name), app in held.entities.items()
-                ),
-            }
-        )
+    if held.scalesets or held.entities or held.credentials:
+        record: dict[str, object] = {
+            "scalesets": dict(sorted(held.scalesets.items())),
+            "entities": sorted([kind, name, app] for (kind, name), app in held.entities.items()),
+        }
+        if held.credentials:
+            record["credentials"] = sorted(
+                [name, app, digest] for name, (app, digest) in held.credentials.items()
+            )
+        wanted[INCUMBENTS_KEY] = json.dumps(record)
     elif INCUMBENTS_KEY in data:
         wanted[INCUMBENTS_KEY] = "{}"
     write_changed(data, {k: v for k, v in wanted.items() if k in data or v != "{}"})
@@ -90,14 +92,21 @@ def _incumbents(raw: dict[str, object]) -> Incumbents:
         for name, app in cast(dict[object, object], scalesets).items():
             if isinstance(name, str) and isinstance(app, str):
                 held_scalesets[name] = app
-    held_entities: dict[tuple[str, str], str] = {}
-    if isinstance(entities, list):
-        for entry in cast(list[object], entities):
+    held_entities = {(a, b): c for a, b, c in _triples(entities)}
+    held_credentials = {a: (b, c) for a, b, c in _triples(raw.get("credentials"))}
+    return Incumbents(held_scalesets, held_entities, held_credentials)
+
+
+def _triples(raw: object) -> list[tuple[str, str, str]]:
+    """The entries of a JSON list of three-string lists; anything else is left out."""
+    triples: list[tuple[str, str, str]] = []
+    if isinstance(raw, list):
+        for entry in cast(list[object], raw):
             if isinstance(entry, list):
                 fields = cast(list[object], entry)
                 if len(fields) == 3 and all(isinstance(f, str) for f in fields):
-                    held_entities[(str(fields[0]), str(fields[1]))] = str(fields[2])
-    return Incumbents(held_scalesets, held_entities)
+                    triples.append((str(fields[0]), str(fields[1]), str(fields[2])))
+    return triples
 
 
 def _object(data: ops.RelationDataContent, key: str) -> dict[str, object]:

@@ -13,10 +13,16 @@ from __future__ import annotations
 
 import dataclasses
 import logging
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
-from desired_state import DesiredState, Incumbents, ToolReader, app_of_provider
+from desired_state import (
+    CredentialSpec,
+    DesiredState,
+    Incumbents,
+    ToolReader,
+    app_of_provider,
+)
 from garm import GarmClient, ScaleSet
 from notices import Notice, Severity
 from reconcile.agent_tools import sync_agent_tools
@@ -140,16 +146,44 @@ def run_chain(
         len(specs),
         len(notices),
     )
+    held_credentials = credential_holders(
+        state.credentials, credentials.sent, memory.incumbents.credentials
+    )
     return ChainResult(
-        result.live, notices, Memory(credentials.sent, faults, incumbents_of(result.live))
+        result.live,
+        notices,
+        Memory(credentials.sent, faults, incumbents_of(result.live, held_credentials)),
     )
 
 
-def incumbents_of(live: Sequence[ScaleSet]) -> Incumbents:
+def credential_holders(
+    desired: Sequence[CredentialSpec],
+    sent: Mapping[str, str] | None,
+    before: Mapping[str, tuple[str, str]],
+) -> dict[str, tuple[str, str]]:
+    """Who holds each credential GARM has: the configurator whose App key GARM was last sent.
+
+    A credential holds the App and key of the spec whose fingerprint was last sent; one not
+    written this pass (its holder held) keeps its holder. Without the memory of what was sent,
+    nobody is known to hold anything.
+    """
+    if sent is None:
+        return {}
+    holders = {name: holder for name, holder in before.items() if name in sent}
+    for spec in desired:
+        if spec.source and sent.get(spec.name) == spec.fingerprint:
+            holders[spec.name] = (spec.source, spec.key_digest)
+    return holders
+
+
+def incumbents_of(
+    live: Sequence[ScaleSet], credentials: Mapping[str, tuple[str, str]] | None = None
+) -> Incumbents:
     """Who holds each logical scale-set name and entity: the application of its provider.
 
     A name held by two configurators at once (possible only after an earlier takeover) has no
-    incumbent: the relation order decides it, as for a new name.
+    incumbent: the relation order decides it, as for a new name. ``credentials`` are the
+    credentials' holders (:func:`credential_holders`).
     """
     scalesets: dict[str, set[str]] = {}
     entities: dict[tuple[str, str], set[str]] = {}
@@ -165,4 +199,5 @@ def incumbents_of(live: Sequence[ScaleSet]) -> Incumbents:
     return Incumbents(
         {name: apps.pop() for name, apps in scalesets.items() if len(apps) == 1},
         {key: apps.pop() for key, apps in entities.items() if len(apps) == 1},
+        dict(credentials or {}),
     )

@@ -712,12 +712,12 @@ class GarmState:
         return [r for r in rows if r.entity_id == entity.id]
 
     def list_entities(self, kind: str, filters: dict[str, str]) -> list[dict[str, Any]]:
-        # GARM's entity name columns use case-insensitive collation.
+        # GARM filters its listings with a plain ``name = ?`` (and ``owner = ?``), which matches
+        # the stored case only (database/sql/organizations.go, repositories.go).
         found = [
             e
             for e in self.entities.values()
-            if e.kind == kind
-            and all(getattr(e, key).lower() == value.lower() for key, value in filters.items())
+            if e.kind == kind and all(getattr(e, key) == value for key, value in filters.items())
         ]
         return [self.entity_wire(e) for e in found]
 
@@ -738,9 +738,12 @@ class GarmState:
         if not body.get("webhook_secret"):
             raise ApiError(400, "missing secret")
         cred = self._resolve_credentials(body["credentials_name"])
-        key = (f"{owner}/{name}" if kind == "repository" else name).lower()
+        # GARM looks an entity up without regard to case (``LOWER(name) = LOWER(?)``) and names
+        # it, in its refusal, as the request spelled it.
+        requested = f"{owner}/{name}" if kind == "repository" else name
+        key = requested.lower()
         if any(e.kind == kind and e.full_name.lower() == key for e in self.entities.values()):
-            raise ApiError(409, f"{kind} already exists")
+            raise ApiError(409, f"{kind} {requested} already exists")
         entity = Entity(
             id=str(uuid.uuid4()),
             kind=kind,

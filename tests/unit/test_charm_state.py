@@ -77,7 +77,16 @@ FULL = {**SCALESET, **PROVIDER, **GITHUB}
 
 
 def unit(data: Mapping[str, str], name: str = "garm-configurator/0", rid: int = 1) -> UnitData:
-    return UnitData(relation_id=rid, unit_name=name, data=dict(data))
+    """One unit's data, its scale set on this unit's own provider.
+
+    A scale set naming the default provider names this unit's instead, as a configurator names
+    the provider its own unit publishes.
+    """
+    data = dict(data)
+    own = provider_name_for_unit(name)
+    if own and data.get("provider_name") == SCALESET["provider_name"]:
+        data["provider_name"] = own
+    return UnitData(relation_id=rid, unit_name=name, data=data)
 
 
 def parse(*units: UnitData, secrets: Mapping[str, str] = SECRETS) -> ConfiguratorInputs:
@@ -303,8 +312,10 @@ def test_provider_name_pattern_agrees_with_the_entrypoint(name: str) -> None:
 def test_unsafe_unit_name_contributes_no_provider(caplog: pytest.LogCaptureFixture) -> None:
     parsed = parse(unit(FULL, name="../../etc/0"))
     assert parsed.providers == ()
+    # Its scale set names a provider that no unit of its own publishes: refused as well.
     assert parsed.problems == (
         InputProblem("../../etc/0", "unit name is not a valid provider name"),
+        InputProblem("..", "provider garm-configurator-0 is not published by ..", blocked=True),
     )
     assert any("../../etc/0" in w for w in warnings(caplog))
 
@@ -648,8 +659,8 @@ def test_same_name_in_another_relation_belongs_to_the_first() -> None:
     )
     # Relation ids are stable and never reused, so "first" does not change between hooks.
     assert [(s.name, s.provider_name) for s in parsed.scalesets] == [
-        ("small", "garm-configurator-0"),
-        ("large", "garm-configurator-0"),
+        ("small", "cfg-a-0"),
+        ("large", "cfg-a-1"),
     ]
     assert parsed.problems == (InputProblem("cfg-b", "scale set small belongs to cfg-a", True),)
 
