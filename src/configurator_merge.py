@@ -26,6 +26,7 @@ from configurator_contract import (
 from desired_state import (
     ConfiguratorInputs,
     CredentialSpec,
+    EntityKey,
     EntitySpec,
     Held,
     Incumbents,
@@ -35,6 +36,7 @@ from desired_state import (
     UnitData,
     app_of_provider,
     credential_name,
+    entity_key,
 )
 
 logger = logging.getLogger(__name__)
@@ -55,7 +57,7 @@ class Merge:
         self.problems: list[InputProblem] = []
         self.providers: list[ProviderConfig] = []
         self.scaleset_owner: dict[str, str] = {}
-        self.entity_owner: dict[tuple[str, str], tuple[str, str]] = {}
+        self.entity_owner: dict[EntityKey, tuple[str, str]] = {}
         self.provider_owner: dict[str, str] = {}
         # Credential name to its holder and the digest of the holder's App key.
         self.credential_owner: dict[str, tuple[str, str]] = {}
@@ -152,7 +154,7 @@ class Merge:
     def result(self) -> ConfiguratorInputs:
         """Return what the accepted configurators ask for and what the refused ones hold."""
         credentials: dict[str, CredentialSpec] = {}
-        entities: dict[tuple[str, str], EntitySpec] = {}
+        entities: dict[EntityKey, EntitySpec] = {}
         scalesets: list[ScalesetSpec] = []
         shared_held: set[str] = set()
         for c in self.accepted:
@@ -179,11 +181,11 @@ class Merge:
     def _held(
         self,
         desired_credentials: set[str],
-        desired_entities: set[tuple[str, str]],
+        desired_entities: set[EntityKey],
         shared: set[str],
     ) -> Held:
         credentials = set(shared)
-        entities: set[tuple[str, str]] = set()
+        entities: set[EntityKey] = set()
         scalesets: set[str] = set()
         for c in self.refused:
             credentials |= c.credential_names - desired_credentials
@@ -223,15 +225,11 @@ class Contribution:
     credentials: dict[tuple[int, int], CredentialSpec] = field(
         default_factory=dict[tuple[int, int], CredentialSpec]
     )
-    entities: dict[tuple[str, str], EntitySpec] = field(
-        default_factory=dict[tuple[str, str], EntitySpec]
-    )
+    entities: dict[EntityKey, EntitySpec] = field(default_factory=dict[EntityKey, EntitySpec])
     scalesets: dict[str, Candidate] = field(default_factory=dict[str, Candidate])
     problems: list[InputProblem] = field(default_factory=list[InputProblem])
     names: set[str] = field(default_factory=set[str])
-    entity_credentials: dict[tuple[str, str], str] = field(
-        default_factory=dict[tuple[str, str], str]
-    )
+    entity_credentials: dict[EntityKey, str] = field(default_factory=dict[EntityKey, str])
     credential_names: set[str] = field(default_factory=set[str])
     unnamed: bool = False
 
@@ -250,4 +248,5 @@ class Contribution:
         if ids is not None:
             self.credential_names.add(credential_name(*ids))
         if target is not None:
-            self.entity_credentials.setdefault(target, credential_name(*ids) if ids else "")
+            key = entity_key(*target)
+            self.entity_credentials.setdefault(key, credential_name(*ids) if ids else "")

@@ -35,6 +35,7 @@ from desired_state import (
     SecretReader,
     UnitData,
     credential_name,
+    entity_key,
 )
 from github_key import pkcs1_key_problem
 from runner_options import RunnerConfig
@@ -241,9 +242,10 @@ class _ConfiguratorParser:
         if target is None:
             return
         wanted = credential_name(*ids)
-        existing = c.entities.get(target)
+        existing = c.entities.get(entity_key(*target))
         if existing is None:
-            c.entities[target] = EntitySpec(target[0], target[1], wanted, source=c.app)
+            spec = EntitySpec(target[0], target[1], wanted, source=c.app)
+            c.entities[spec.key] = spec
         elif existing.credentials_name != wanted:
             logger.warning(
                 "%s %s is already bound to credential %s; ignoring credential %s from %s",

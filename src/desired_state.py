@@ -12,6 +12,7 @@ from __future__ import annotations
 import hashlib
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
+from typing import NamedTuple
 
 from github_key import public_key_digest
 from runner_options import RunnerConfig
@@ -80,6 +81,24 @@ class CredentialSpec:
         return public_key_digest(self.private_key)
 
 
+class EntityKey(NamedTuple):
+    """An organisation or repository as GitHub tells one apart: its kind and its folded name.
+
+    GitHub compares organisation and repository names without regard to letter case, and so
+    does GARM's duplicate check (it refuses ``Org-B`` beside ``org-b``), so every match of an
+    entity (the merge, ownership, placement, the reconcilers) is made on this key, while the
+    name itself keeps the case a configurator gave it.
+    """
+
+    kind: str
+    name: str
+
+
+def entity_key(kind: str, name: str) -> EntityKey:
+    """The key of an organisation or repository (``owner/repo``): its name case-folded."""
+    return EntityKey(kind, name.lower())
+
+
 @dataclass(frozen=True)
 class EntitySpec:
     """An organisation or repository registered in GARM with one credential."""
@@ -88,6 +107,11 @@ class EntitySpec:
     entity_name: str  # org name, or "owner/repo"
     credentials_name: str
     source: str = ""  # the configurator application that publishes it, for the status
+
+    @property
+    def key(self) -> EntityKey:
+        """The entity as GitHub tells it apart (:func:`entity_key`)."""
+        return entity_key(self.entity_type, self.entity_name)
 
 
 @dataclass(frozen=True)
@@ -114,6 +138,11 @@ class ScalesetSpec:
     runner_config: RunnerConfig = field(default_factory=RunnerConfig)
     source: str = ""  # the configurator application that publishes it, for the status
     enable_shell: bool = False  # GARM's remote shell on its runners (needs the agent and TLS)
+
+    @property
+    def entity_key(self) -> EntityKey:
+        """The scale set's organisation or repository as GitHub tells it apart."""
+        return entity_key(self.entity_type, self.entity_name)
 
 
 @dataclass(frozen=True)
@@ -158,14 +187,14 @@ class Held:
 
     Attributes:
         credentials: credential names (``app-<id>-<installation>``).
-        entities: ``(type, name)`` of organisations and repositories.
+        entities: keys of organisations and repositories (:class:`EntityKey`).
         scalesets: logical scale set names.
         apps: the configurator applications themselves: every scale set on one of their
             providers is theirs, whatever it is called now.
     """
 
     credentials: frozenset[str] = frozenset()
-    entities: frozenset[tuple[str, str]] = frozenset()
+    entities: frozenset[EntityKey] = frozenset()
     scalesets: frozenset[str] = frozenset()
     apps: frozenset[str] = frozenset()
 
@@ -208,13 +237,13 @@ class Incumbents:
 
     Attributes:
         scalesets: logical scale set name to configurator application.
-        entities: ``(type, name)`` of an organisation or repository to configurator application.
+        entities: the key of an organisation or repository to configurator application.
         credentials: GARM credential name to the configurator application whose App key GARM
             was last sent, with the digest of that key's public key (``key_digest``).
     """
 
     scalesets: Mapping[str, str] = field(default_factory=dict[str, str])
-    entities: Mapping[tuple[str, str], str] = field(default_factory=dict[tuple[str, str], str])
+    entities: Mapping[EntityKey, str] = field(default_factory=dict[EntityKey, str])
     credentials: Mapping[str, tuple[str, str]] = field(default_factory=dict[str, tuple[str, str]])
 
 

@@ -25,7 +25,7 @@ from typing import cast
 import ops
 
 from databag import write_changed
-from desired_state import Incumbents
+from desired_state import Incumbents, entity_key
 from leadership import PEER_RELATION
 from reconcile.chain import Memory
 from reconcile.scalesets.faults import RememberedFault
@@ -92,7 +92,7 @@ def _incumbents(raw: dict[str, object]) -> Incumbents:
         for name, app in cast(dict[object, object], scalesets).items():
             if isinstance(name, str) and isinstance(app, str):
                 held_scalesets[name] = app
-    held_entities = {(a, b): c for a, b, c in _triples(entities)}
+    held_entities = {entity_key(kind, name): app for kind, name, app in _triples(entities)}
     held_credentials = {a: (b, c) for a, b, c in _triples(raw.get("credentials"))}
     return Incumbents(held_scalesets, held_entities, held_credentials)
 

@@ -22,7 +22,14 @@ import logging
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 
-from desired_state import AgentTool, AgentTools, AgentToolUnreadable, ScalesetSpec, ToolReader
+from desired_state import (
+    AgentTool,
+    AgentTools,
+    AgentToolUnreadable,
+    EntityKey,
+    ScalesetSpec,
+    ToolReader,
+)
 from garm import AgentToolInfo, GarmClient
 from notices import Notice, Severity
 from reconcile.containment import contain
@@ -55,7 +62,7 @@ class AgentModes:
     notices: list[Notice] = field(default_factory=list[Notice])
     uploaded: tuple[OsArch, ...] = ()
 
-    def wanted(self, scalesets: Iterable[ScalesetSpec]) -> dict[tuple[str, str], bool] | None:
+    def wanted(self, scalesets: Iterable[ScalesetSpec]) -> dict[EntityKey, bool] | None:
         """The agent mode of each entity with desired scale sets; None while held.
 
         An entity maps to True when GARM holds a tool for every (OS, architecture) of its
@@ -63,10 +70,9 @@ class AgentModes:
         """
         if self.held:
             return None
-        needs: dict[tuple[str, str], set[OsArch]] = {}
+        needs: dict[EntityKey, set[OsArch]] = {}
         for spec in scalesets:
-            key = (spec.entity_type, spec.entity_name)
-            needs.setdefault(key, set()).add((spec.os_type or "linux", spec.os_arch))
+            needs.setdefault(spec.entity_key, set()).add((spec.os_type or "linux", spec.os_arch))
         return {key: arches <= self.stored for key, arches in needs.items()}
 
 

@@ -19,9 +19,11 @@ from dataclasses import dataclass, field
 from desired_state import (
     CredentialSpec,
     DesiredState,
+    EntityKey,
     Incumbents,
     ToolReader,
     app_of_provider,
+    entity_key,
 )
 from garm import GarmClient, ScaleSet
 from notices import Notice, Severity
@@ -186,16 +188,16 @@ def incumbents_of(
     credentials' holders (:func:`credential_holders`).
     """
     scalesets: dict[str, set[str]] = {}
-    entities: dict[tuple[str, str], set[str]] = {}
+    entities: dict[EntityKey, set[str]] = {}
     for scaleset in live:
         app = app_of_provider(scaleset.provider_name or "")
         if not app or not scaleset.name:
             continue
         scalesets.setdefault(logical_of(scaleset.name), set()).add(app)
         if scaleset.org_name:
-            entities.setdefault(("organization", scaleset.org_name), set()).add(app)
+            entities.setdefault(entity_key("organization", scaleset.org_name), set()).add(app)
         if scaleset.repo_name:
-            entities.setdefault(("repository", scaleset.repo_name), set()).add(app)
+            entities.setdefault(entity_key("repository", scaleset.repo_name), set()).add(app)
     return Incumbents(
         {name: apps.pop() for name, apps in scalesets.items() if len(apps) == 1},
         {key: apps.pop() for key, apps in entities.items() if len(apps) == 1},

@@ -17,7 +17,7 @@ import secrets
 from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass
 
-from desired_state import EntitySpec
+from desired_state import EntityKey, EntitySpec, entity_key
 from garm import (
     Credential,
     GarmClient,
@@ -95,21 +95,22 @@ class EntityReconciler:
         self.notices: list[Notice] = []
         self._creds_by_id = {c.id: c for c in credentials if c.id is not None}
         self._creds_by_name = {c.name: c for c in credentials if c.name}
-        self._observed: dict[tuple[str, str], _Observed] = {}
+        self._observed: dict[EntityKey, _Observed] = {}
         for org in client.list_organizations():
             if org.name:
-                self._observed[(ORGANIZATION, org.name)] = _from_org(org)
+                self._observed[entity_key(ORGANIZATION, org.name)] = _from_org(org)
         for repo in client.list_repositories():
             if repo.owner and repo.name:
-                self._observed[(REPOSITORY, f"{repo.owner}/{repo.name}")] = _from_repo(repo)
+                live = _from_repo(repo)
+                self._observed[entity_key(REPOSITORY, live.key)] = live
 
     def ensure(
         self,
         desired: Sequence[EntitySpec],
         *,
         missing_credentials: Collection[str] = (),
-        held: Collection[tuple[str, str]] = (),
-        agent_modes: Mapping[tuple[str, str], bool] | None = None,
+        held: Collection[EntityKey] = (),
+        agent_modes: Mapping[EntityKey, bool] | None = None,
     ) -> None:
         """Register the desired entities GARM lacks, re-bind those on another credential.
 
@@ -142,7 +143,7 @@ class EntityReconciler:
         self,
         desired: Sequence[EntitySpec],
         live: Sequence[ScaleSet],
-        held: Collection[tuple[str, str]] = (),
+        held: Collection[EntityKey] = (),
     ) -> set[str]:
         """Delete managed entities nobody desires once no scale set in GARM belongs to them.
 
@@ -179,7 +180,9 @@ class EntityReconciler:
                 "Skipping repository %r: expected the form owner/name", spec.entity_name
             )
             return
-        live = self._observed.get((spec.entity_type, spec.entity_name))
+        # A configurator that changes only the case of a name names the same entity: GitHub
+        # and GARM compare names without regard to case, and GARM cannot rename one.
+        live = self._observed.get(spec.key)
         subject = spec.source or spec.entity_name
         what = f"{spec.entity_type} {spec.entity_name}"
         with contain(self.notices, subject, what) as refused:
@@ -313,11 +316,11 @@ class EntityReconciler:
         return True
 
 
-def _by_key(desired: Sequence[EntitySpec]) -> dict[tuple[str, str], EntitySpec]:
-    """Index the desired entities by kind and name; the first of a key wins."""
-    wanted: dict[tuple[str, str], EntitySpec] = {}
+def _by_key(desired: Sequence[EntitySpec]) -> dict[EntityKey, EntitySpec]:
+    """Index the desired entities by their key; the first of a key wins."""
+    wanted: dict[EntityKey, EntitySpec] = {}
     for spec in desired:
-        wanted.setdefault((spec.entity_type, spec.entity_name), spec)
+        wanted.setdefault(spec.key, spec)
     return wanted
 
 

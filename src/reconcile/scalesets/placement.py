@@ -14,7 +14,7 @@ from __future__ import annotations
 import hashlib
 from collections.abc import Mapping
 
-from desired_state import ScalesetSpec
+from desired_state import ScalesetSpec, entity_key
 from garm import ScaleSet
 from reconcile.scalesets.names import LABEL_HASH_LENGTH, name_base, target_scaleset_name
 
@@ -31,11 +31,9 @@ def placed_as_specified(live: ScaleSet, spec: ScalesetSpec) -> bool:
 
 def same_entity(live: ScaleSet, spec: ScalesetSpec) -> bool:
     """Tell whether a live scale set belongs to the spec's organisation or repository."""
-    # GARM matches entity names without regard to case; it names a repository
-    # ``owner/name``, as configurators do.
-    if spec.entity_type == "organization":
-        return live.org_name is None or live.org_name.lower() == spec.entity_name.lower()
-    return live.repo_name is None or live.repo_name.lower() == spec.entity_name.lower()
+    # GARM names a repository ``owner/name``, as configurators do; names are matched by key.
+    name = live.org_name if spec.entity_type == "organization" else live.repo_name
+    return name is None or entity_key(spec.entity_type, name) == spec.entity_key
 
 
 def placed_scaleset_name(spec: ScalesetSpec) -> str:
@@ -44,8 +42,7 @@ def placed_scaleset_name(spec: ScalesetSpec) -> str:
         [
             ",".join(sorted(spec.labels)),
             spec.provider_name,
-            spec.entity_type,
-            spec.entity_name.lower(),
+            *spec.entity_key,
         ]
     )
     digest = hashlib.sha256(material.encode("utf-8")).hexdigest()[:LABEL_HASH_LENGTH]

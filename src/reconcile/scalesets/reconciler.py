@@ -26,7 +26,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
-from desired_state import ScalesetSpec, app_of_provider
+from desired_state import EntityKey, ScalesetSpec, app_of_provider, entity_key
 from garm import (
     CreateScaleSetParams,
     GarmClient,
@@ -118,8 +118,9 @@ class _Pass:
     created: list[ScaleSet] = field(default_factory=list[ScaleSet])
     deleted_ids: set[int] = field(default_factory=set[int])
     notices: list[Notice] = field(default_factory=list[Notice])
-    _org_ids: dict[str, str] | None = None
-    _repo_ids: dict[str, str] | None = None
+    _entity_ids: dict[str, dict[EntityKey, str]] = field(
+        default_factory=dict[str, dict[EntityKey, str]]
+    )
 
     def __post_init__(self) -> None:
         self.templates = CustomTemplates(self.client)
@@ -265,15 +266,12 @@ class _Pass:
         return self.retirement.retire_replaced(spec, active, observed, family)
 
     def _entity_id(self, spec: ScalesetSpec) -> str | None:
-        if spec.entity_type == "organization":
-            entity_id = self._organization_id(spec.entity_name)
-        elif spec.entity_type == "repository":
-            entity_id = self._repository_ids().get(spec.entity_name)
-        else:
+        if spec.entity_type not in ("organization", "repository"):
             logger.warning(
                 "Scaleset %r has unknown entity type %r; skipped", spec.name, spec.entity_type
             )
             return None
+        entity_id = self._ids_of(spec.entity_type).get(spec.entity_key)
         if entity_id is None:
             logger.warning(
                 "The %s %r of scaleset %r is not registered in GARM yet; will retry",
@@ -283,23 +281,22 @@ class _Pass:
             )
         return entity_id
 
-    def _organization_id(self, name: str) -> str | None:
-        # One listing per pass answers every scale set: asking per name would cost a call for
-        # each organisation in every hook.
-        if self._org_ids is None:
-            self._org_ids = {
-                org.name: org.id for org in self.client.list_organizations() if org.name and org.id
+    def _ids_of(self, kind: str) -> dict[EntityKey, str]:
+        # One listing per kind and pass answers every scale set: asking per name would cost a
+        # call for each organisation or repository in every hook.
+        if kind not in self._entity_ids:
+            if kind == "organization":
+                listed = [(o.name, o.id) for o in self.client.list_organizations()]
+            else:
+                listed = [
+                    (f"{r.owner}/{r.name}", r.id)
+                    for r in self.client.list_repositories()
+                    if r.owner and r.name
+                ]
+            self._entity_ids[kind] = {
+                entity_key(kind, name): id_ for name, id_ in listed if name and id_
             }
-        return self._org_ids.get(name)
-
-    def _repository_ids(self) -> dict[str, str]:
-        if self._repo_ids is None:
-            self._repo_ids = {
-                f"{repo.owner}/{repo.name}": repo.id
-                for repo in self.client.list_repositories()
-                if repo.owner and repo.name and repo.id
-            }
-        return self._repo_ids
+        return self._entity_ids[kind]
 
     def _create(self, spec: ScalesetSpec, entity_id: str, params: CreateScaleSetParams) -> None:
         logger.info("Creating scaleset %r for %r", params.name, spec.name)
