@@ -123,10 +123,11 @@ def configurator(
     units: int = 1,
     extra: Mapping[str, str] | None = None,
     provider: bool = True,
+    private_key: str = PRIVATE_KEY_VALUE,
 ) -> Configurator:
     """Build a configurator relation whose units publish a complete scale set and provider."""
     password = testing.Secret(tracked_content={"value": PASSWORD_SECRET_VALUE})
-    key = testing.Secret(tracked_content={"value": PRIVATE_KEY_VALUE})
+    key = testing.Secret(tracked_content={"value": private_key})
     units_data: dict[int, dict[str, str]] = {}
     for number in range(units):
         data = {
