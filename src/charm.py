@@ -62,6 +62,10 @@ WAITING_CONFIGURATOR = "Waiting for garm-configurator relation"
 SYNC_FAILED = "GARM sync failed"
 ADMIN_REJECTED = "GARM rejected the admin credentials"
 STANDBY = "standby; GARM runs on the leader unit"
+NOT_RUNNING = (
+    "GARM is not running (Pebble: {state}); read its log: "
+    "juju ssh --container garm {unit} pebble logs garm"
+)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -229,7 +233,14 @@ class GarmCharm(ops.CharmBase):
         # Stored before it is published: whatever this hook does next, GARM never runs with a
         # provider the record could forget.
         stored = provider_record.save_record(self.app, self.model, stored, providers)
-        self._apply_workload(container, owned, db, providers)
+        try:
+            self._apply_workload(container, owned, db, providers)
+            running = workload.service_state(container)
+        except workload.GarmExitedError as exc:
+            running = str(exc)
+        if running != ops.pebble.ServiceStatus.ACTIVE.value:
+            # GARM exits at start, or an operator stopped it: no GARM to wait 30 s for.
+            return Outcome(self._not_running_status(container, running))
         sync = self._sync_garm(state, owned.admin, memory, agent_image.tool_reader(container))
         kept = provider_record.trim(providers, state.providers, sync.live)
         provider_record.save_record(self.app, self.model, stored, kept)
@@ -321,6 +332,10 @@ class GarmCharm(ops.CharmBase):
             return _Sync(_sync_failed(exc))
         peer_record.save(self.model, result.memory)
         return _Sync(_chain_status(state, [*result.notices, *state.notices]), result.live)
+
+    def _not_running_status(self, container: ops.Container, state: str) -> ops.StatusBase:
+        refused = database.login_refused_status(workload.planned_database(container))
+        return refused or ops.BlockedStatus(NOT_RUNNING.format(state=state, unit=self.unit.name))
 
     def _not_answering_status(self) -> ops.StatusBase:
         container = self.unit.get_container(workload.CONTAINER_NAME)

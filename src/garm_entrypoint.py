@@ -49,6 +49,9 @@ POSTGRESQL_DB_SSLMODE = "POSTGRESQL_DB_SSLMODE"
 APP_BASE_URL = "APP_BASE_URL"
 GARM_CONFIG_VERSION = "GARM_CONFIG_VERSION"
 
+# The argument of a unit's stand-by layer: the entrypoint then exits without starting GARM.
+STAND_BY_FLAG = "--stand-by"
+
 BACKEND_SQLITE = "sqlite3"
 BACKEND_POSTGRESQL = "postgresql"
 # Applied when a variable is empty; the charm's copies are in its workload module.
@@ -653,5 +656,11 @@ def main(
     return 0
 
 
+def stand_by() -> int:
+    """Start no GARM: the unit does not lead (its stand-by layer runs this), so exit at once."""
+    _error("standing by: GARM runs on the leader unit, not on this one", level="info")
+    return 0
+
+
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(stand_by() if STAND_BY_FLAG in sys.argv[1:] else main())

@@ -116,9 +116,11 @@ def serve(unit: ops.Unit) -> None:
 
 def stand_by(unit: ops.Unit, container: ops.Container, why: str) -> None:
     """Stop GARM on a unit that must not run it, then close its port and clear its version."""
-    if workload.stand_by(container):
+    stopped = workload.stand_by(container)
+    if stopped is not None:
         security_events.garm_stopped(
-            security_events.STANDBY, f"The charm stopped GARM on {unit.name}: {why}"
+            security_events.STANDBY,
+            f"The charm stopped GARM on {unit.name} (Pebble showed it {stopped}): {why}",
         )
     release(unit)
 

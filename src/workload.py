@@ -34,6 +34,7 @@ from garm_entrypoint import (
     POSTGRESQL_DB_PORT,
     POSTGRESQL_DB_SSLMODE,
     POSTGRESQL_DB_USERNAME,
+    STAND_BY_FLAG,
     joined_providers_json,
     split_providers_json,
 )
@@ -53,6 +54,7 @@ __all__ = [
     "SQLITE_DB_FILE",
     "DatabaseBackend",
     "DatabaseConfig",
+    "GarmExitedError",
     "apply_workload",
     "build_environment",
     "build_layer",
@@ -63,6 +65,7 @@ __all__ = [
     "planned_providers_json",
     "proxy_environment",
     "report_check_failed",
+    "service_state",
     "stand_by",
 ]
 
@@ -82,6 +85,8 @@ DEFAULT_POSTGRESQL_DB_NAME = "garm"
 # Encrypted when the server offers TLS, without checking its certificate.
 DEFAULT_POSTGRESQL_SSLMODE = "prefer"
 SERVICE_COMMAND = f"python3 {ENTRYPOINT_PATH}"
+# What a unit that must not run GARM runs instead: the entrypoint, which then exits at once.
+STAND_BY_COMMAND = f"{SERVICE_COMMAND} {STAND_BY_FLAG}"
 METRICS_URL = f"http://127.0.0.1:{GARM_PORT}/metrics"
 CONFIG_VERSION_LENGTH = 12
 
@@ -260,6 +265,14 @@ def _pushed_entrypoint(container: ops.Container) -> str | None:
         return None
 
 
+class GarmExitedError(Exception):
+    """GARM exited within Pebble's start window: the replan's start failed.
+
+    The message is Pebble's (``exited quickly with code 2``, say); Pebble keeps restarting the
+    service with its back-off, so the layer stays applied.
+    """
+
+
 def apply_workload(container: ops.Container, layer: ops.pebble.LayerDict, entrypoint: str) -> bool:
     """Push the entrypoint when it changed and, when the layer differs from the plan, replan.
 
@@ -274,6 +287,9 @@ def apply_workload(container: ops.Container, layer: ops.pebble.LayerDict, entryp
 
     Returns:
         Whether the layer was replanned.
+
+    Raises:
+        GarmExitedError: GARM exited within a second of the replan's start (Pebble's words).
     """
     if _pushed_entrypoint(container) != entrypoint:
         container.push(
@@ -282,8 +298,29 @@ def apply_workload(container: ops.Container, layer: ops.pebble.LayerDict, entryp
     if _plan_matches(container.get_plan(), layer):
         return False
     container.add_layer(LAYER_LABEL, layer, combine=True)
-    container.replan()
+    try:
+        container.replan()
+    except ops.pebble.ChangeError as exc:
+        # Pebble waits a second to see a started service stay up; one that exits before makes
+        # the replan fail, and Pebble goes on restarting it with its back-off.
+        raise GarmExitedError(_start_failure(exc.err)) from None
     return True
+
+
+def _start_failure(err: str) -> str:
+    """Pebble's reason for a failed start, without the change's framing."""
+    detail = err.rpartition("(")[2].rstrip(")") if "(" in err else err
+    return detail.removeprefix("service start attempt: ").strip() or "failed to start"
+
+
+def service_state(container: ops.Container) -> str:
+    """Pebble's state of the GARM service: ``active``, ``backoff``, ``inactive``, ...
+
+    ops 3.9 has no enum member for ``backoff`` (or ``starting``): it then reports the plain
+    string, which this reads as it is.
+    """
+    current = container.get_service(SERVICE_NAME).current
+    return current.value if isinstance(current, ops.pebble.ServiceStatus) else str(current)
 
 
 def _plan_matches(plan: ops.pebble.Plan, layer: ops.pebble.LayerDict) -> bool:
@@ -309,30 +346,44 @@ def _plan_matches(plan: ops.pebble.Plan, layer: ops.pebble.LayerDict) -> bool:
     return True
 
 
-def stand_by(container: ops.Container) -> bool:
-    """Stop GARM on a non-leader unit and keep it from starting with the pod.
+def stand_by(container: ops.Container) -> str | None:
+    """Stop GARM on a unit that must not run it, whatever Pebble's state, and keep it stopped.
 
-    The layer is switched to ``startup: disabled``, so when this unit becomes leader the full
-    layer differs from the plan and the replan starts GARM again.
+    The service becomes the entrypoint's stand-by, which exits at once without starting GARM
+    (and Pebble leaves it so: ``on-success: ignore``), with ``startup: disabled`` and its
+    liveness check stopped and disabled. Nothing on this unit can then start GARM: not a
+    replan (Pebble restarts a service whose command changed since it started), not the pod's
+    restart, not Pebble's back-off timer of a GARM that had exited. When the unit leads again,
+    the full layer differs from the plan and the replan starts GARM with its check.
 
     Returns:
-        Whether a running GARM was stopped.
+        The state GARM was stopped in (``active``, ``backoff``, ...), or None when no GARM ran.
     """
     plan = container.get_plan()
-    if SERVICE_NAME not in plan.services:
-        return False
-    if plan.services[SERVICE_NAME].startup != "disabled":
+    service = plan.services.get(SERVICE_NAME)
+    if service is None:
+        return None
+    if service.command != STAND_BY_COMMAND or service.startup != "disabled":
         # The liveness check goes too: a failing alive check would get the pod restarted.
         override: ops.pebble.LayerDict = {
-            "services": {SERVICE_NAME: {"override": "merge", "startup": "disabled"}},
+            "services": {
+                SERVICE_NAME: {
+                    "override": "merge",
+                    "startup": "disabled",
+                    "command": STAND_BY_COMMAND,
+                    "on-success": "ignore",
+                }
+            },
             "checks": {CHECK_NAME: {"override": "merge", "startup": "disabled"}},
         }
         container.add_layer(LAYER_LABEL, override, combine=True)
         container.stop_checks(CHECK_NAME)
-    if not container.get_service(SERVICE_NAME).is_running():
-        return False
+    state = service_state(container)
+    if state == ops.pebble.ServiceStatus.INACTIVE.value:
+        return None
+    # A GARM in back-off would be started again by Pebble's timer: stopping ends that too.
     container.stop(SERVICE_NAME)
-    return True
+    return state
 
 
 def report_check_failed(event: ops.PebbleCheckFailedEvent) -> None:
@@ -345,10 +396,9 @@ def report_check_failed(event: ops.PebbleCheckFailedEvent) -> None:
     if info.name != CHECK_NAME:
         return
     try:
-        current = event.workload.get_service(SERVICE_NAME).current
+        service = service_state(event.workload)
     except (ops.ModelError, ops.pebble.ConnectionError):
-        current = "unknown"
-    service = current.value if isinstance(current, ops.pebble.ServiceStatus) else current
+        service = "unknown"
     security_events.garm_down(
         CHECK_NAME,
         f"GARM's liveness check {CHECK_NAME} failed {info.failures} time(s) in a row "

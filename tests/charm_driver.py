@@ -251,6 +251,13 @@ def base_state(
     )
 
 
+def _with_service_status(state: testing.State, status: ops.pebble.ServiceStatus) -> testing.State:
+    """``state`` where Pebble shows the GARM service in ``status``."""
+    container = state.get_container(workload.CONTAINER_NAME)
+    changed = dataclasses.replace(container, service_statuses={workload.SERVICE_NAME: status})
+    return dataclasses.replace(state, containers={changed})
+
+
 def without_peer_relation(state: testing.State) -> testing.State:
     """``state`` before Juju has given the unit its ``garm-peers`` relation (install's start)."""
     kept = {relation for relation in state.relations if relation.endpoint != PEER_RELATION}
@@ -374,6 +381,9 @@ class CharmDriver:
         self.ctx = testing.Context(GarmCharm, unit_id=unit_id)
         self.state = state
         self.replans = 0
+        # Pebble's reason when GARM exits within its start window: each replan then raises it.
+        self.start_failure: str | None = None
+        self._start_failed = False
         self._tools = ToolCounter()
         self._pulls = PullRecorder()
 
@@ -395,8 +405,13 @@ class CharmDriver:
         """Run one hook and keep its output state."""
         self._tools.calls.clear()
         self._pulls.paths.clear()
+        self._start_failed = False
         with self._wired(), self._tools.counting(), self._pulls.recording():
             self.state = self.ctx.run(event, self.state)
+        if self._start_failed:
+            # Pebble now restarts GARM with its back-off; ops.testing has no back-off state, so
+            # an inactive service stands for a GARM that is not running.
+            self.state = _with_service_status(self.state, ops.pebble.ServiceStatus.INACTIVE)
         _remember_secret_values(self.state)
         if hasattr(self.emulator, "admin"):
             # A backend read through GARM's own API logs in as the admin the charm created.
@@ -491,11 +506,15 @@ class CharmDriver:
                 self.replans += 1
                 service = layer.get("services", {}).get(workload.SERVICE_NAME, {})
                 self.emulator.replan(dict(service.get("environment", {})))
+                if self.start_failure is not None:
+                    # What the replan raises on the real Pebble when GARM exits at start.
+                    self._start_failed = True
+                    raise workload.GarmExitedError(self.start_failure)
             return replanned
 
-        def stand_by_and_stop(container: ops.Container) -> bool:
+        def stand_by_and_stop(container: ops.Container) -> str | None:
             stopped = real_stand_by(container)
-            if stopped:
+            if stopped is not None:
                 _halt(self.emulator)
             return stopped
 

@@ -91,6 +91,41 @@ def test_install_before_the_peer_relation_exists(garm: GarmEmulator, tmp_path: P
     assert recorded.local_app_data["leader"] == "garm/0"
 
 
+def test_a_garm_that_cannot_start_is_a_status_and_every_hook_returns(
+    driver: CharmDriver, garm: GarmEmulator
+):
+    deploy(driver)
+    driver.start_failure = "exited quickly with code 2, will restart"
+    cfg = configurator("cfg-a", relation_id=1)
+    driver.state = dataclasses.replace(
+        driver.state,
+        relations={*driver.state.relations, cfg.relation},
+        secrets={*driver.state.secrets, *cfg.secrets},
+    )
+    garm.clear_requests()
+    # The configurator's provider changes the layer: the replan starts a GARM that exits.
+    out = driver.run(driver.ctx.on.relation_changed(cfg.relation, remote_unit=0))
+    not_running = "GARM is not running (Pebble: {}); read its log: {}"
+    log = "juju ssh --container garm garm/0 pebble logs garm"
+    assert out.unit_status == ops.BlockedStatus(
+        not_running.format("exited quickly with code 2, will restart", log)
+    )
+    assert garm.writes() == []
+    # Pebble keeps restarting it; the next hooks find it down and say so, without waiting.
+    driver.start_failure = None
+    out = driver.run(driver.ctx.on.update_status())
+    assert out.unit_status == ops.BlockedStatus(not_running.format("inactive", log))
+    assert garm.writes() == []
+    # Once it runs, the pass goes on.
+    container = out.get_container(workload.CONTAINER_NAME)
+    up = dataclasses.replace(
+        container, service_statuses={workload.SERVICE_NAME: ops.pebble.ServiceStatus.ACTIVE}
+    )
+    driver.state = dataclasses.replace(out, containers={up})
+    assert driver.run(driver.ctx.on.update_status()).unit_status == ops.ActiveStatus()
+    assert [s["name"] for s in garm.scalesets()]
+
+
 def test_non_leader_waits_for_secrets(garm: GarmEmulator, tmp_path: Path):
     driver = CharmDriver(garm, base_state(tmp_path, leader=False))
     out = driver.run(driver.ctx.on.update_status())
