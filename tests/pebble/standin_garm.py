@@ -1,16 +1,20 @@
 """A stand-in for GARM under the real Pebble: it serves ``/metrics`` as GARM does, or exits.
 
-``python3 standin_garm.py PORT MARK [--exit-after SECONDS] [--code N]``: listens on
-127.0.0.1:PORT and answers ``GET /metrics`` with 200 (what the charm's liveness check asks),
-until killed; with ``--exit-after`` it exits with ``--code`` (default 1) that many seconds after
-it started (0: at once). ``MARK`` only marks the process, so a test can find every stand-in of
-its own in ``/proc``. Standard library only: Pebble runs it with the machine's Python.
+``python3 standin_garm.py PORT MARK [--exit-after SECONDS] [--code N] [--hang-at-start]``:
+listens on 127.0.0.1:PORT and answers ``GET /metrics`` with 200 (what the charm's liveness
+check asks), until killed; with ``--exit-after`` it exits with ``--code`` (default 1) that many
+seconds after it started (0: at once); with ``--hang-at-start`` it stops itself (SIGSTOP) before
+it answers, as a GARM that hangs at start. ``MARK`` only marks the process, so a test can
+find every stand-in of its own in ``/proc``. Standard library only: Pebble runs it with the
+machine's Python.
 """
 
 from __future__ import annotations
 
 import argparse
 import http.server
+import os
+import signal
 import sys
 import threading
 import time
@@ -34,7 +38,10 @@ def main(argv: list[str]) -> int:
     parser.add_argument("mark")
     parser.add_argument("--exit-after", type=float, default=None)
     parser.add_argument("--code", type=int, default=1)
+    parser.add_argument("--hang-at-start", action="store_true")
     args = parser.parse_args(argv)
+    if args.hang_at_start:
+        os.kill(os.getpid(), signal.SIGSTOP)
     if args.exit_after == 0:
         return args.code
     server = http.server.ThreadingHTTPServer(("127.0.0.1", args.port), _Metrics)

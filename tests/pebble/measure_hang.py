@@ -1,0 +1,151 @@
+"""Measure what a hung GARM costs under the real Pebble with the charm's own check.
+
+``python -m tests.pebble.measure_hang`` (the ``real-pebble`` env's Python; about four minutes):
+the charm's layer (``workload.build_layer``) on a real Pebble, GARM played by the stand-in
+(``tests/pebble/standin_garm.py``), then
+
+1. **hung while running**: the stand-in is stopped with SIGSTOP right after a passing check;
+   printed are the seconds until Pebble's ``/v1/health?level=alive`` (what Juju's liveness
+   probe asks) first answers unhealthy, until Pebble has restarted GARM (a new pid answering),
+   and until the health endpoint is healthy again;
+2. **hung a second time**, the same, once the first restart passed a check;
+3. **hung at start**: the stand-in stops itself before it answers; printed is when Pebble
+   restarts it, and whether Pebble restarts the one that hangs again (it does not: Pebble's
+   action fires when a check goes from up to down, and that check never was up).
+
+The results are written down in ``docs/reference/workload.md``.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import sys
+import tempfile
+import time
+import urllib.error
+import urllib.request
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import workload
+from tests.local_parts import PEBBLE
+from tests.pebble.conftest import Pod, standin_command
+from tests.real_garm.harness import standalone_environment
+from tests.real_garm.ports import reserved_port
+from tests.real_pebble import RealPebble
+
+POLL = 0.1
+
+
+def _healthy(pebble: RealPebble) -> bool:
+    """What Pebble's health endpoint says at the level Juju's liveness probe asks."""
+    request = urllib.request.Request("http://localhost/v1/health?level=alive")
+    opener = urllib.request.build_opener(_UnixHandler(str(pebble.socket)))
+    try:
+        with opener.open(request, timeout=5) as answer:
+            return bool(json.load(answer)["result"]["healthy"])
+    except urllib.error.HTTPError as refused:
+        return bool(json.load(refused)["result"]["healthy"])
+
+
+class _UnixHandler(urllib.request.HTTPHandler):
+    def __init__(self, socket_path: str) -> None:
+        super().__init__()
+        self.socket_path = socket_path
+
+    def http_open(self, req: Any) -> Any:
+        import http.client
+        import socket
+
+        path = self.socket_path
+
+        class _Conn(http.client.HTTPConnection):
+            def connect(self) -> None:
+                self.sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+                self.sock.connect(path)
+
+        return self.do_open(_Conn, req)
+
+
+def _until(probe: Callable[[], bool], timeout: float = 300.0) -> float:
+    started = time.monotonic()
+    while not probe():
+        if time.monotonic() - started > timeout:
+            raise TimeoutError
+        time.sleep(POLL)
+    return time.monotonic() - started
+
+
+def _hang(pod: Pod, pebble: RealPebble, label: str) -> None:
+    [pid] = pod.garm_pids()
+    # Right after a passing check: the worst case, a whole period before the next one.
+    (check,) = pod.container.get_checks(workload.CHECK_NAME).values()
+    successes = check.successes
+    _until(
+        lambda: pod.container.get_checks(workload.CHECK_NAME)[workload.CHECK_NAME].successes
+        > successes
+    )
+    os.kill(pid, signal.SIGSTOP)
+    hung = time.monotonic()
+    unhealthy = _until(lambda: not _healthy(pebble))
+    restarted = _until(lambda: bool(pod.garm_pids()) and pod.garm_pids() != [pid]) + unhealthy
+    healthy = _until(lambda: _healthy(pebble)) + restarted
+    print(
+        f"{label}: health unhealthy after {unhealthy:.1f} s, GARM restarted after "
+        f"{restarted:.1f} s, healthy again after {healthy:.1f} s "
+        f"(unhealthy for {healthy - unhealthy:.1f} s)"
+    )
+    del hung
+
+
+def main() -> int:
+    """Run the three stories; print the figures."""
+    binary = PEBBLE.find()
+    if binary is None:
+        print(f"NOT MEASURED: {PEBBLE.skip_reason()}")
+        return 0
+    check = workload.build_layer({})["checks"][workload.CHECK_NAME]
+    print(f"the charm's check: {check}")
+    with tempfile.TemporaryDirectory() as scratch, reserved_port() as port:
+        root = Path(scratch)
+        mark = f"garm-standin-{os.getpid()}"
+        workload.ENTRYPOINT_PATH = str(root / "garm_entrypoint.py")
+        workload.SERVICE_COMMAND = standin_command(port, mark)
+        workload.METRICS_URL = f"http://127.0.0.1:{port}/metrics"
+        with RealPebble(binary, root / "pebble") as pebble:
+            pod = Pod(pebble.container(), port, mark)
+            layer = workload.build_layer(standalone_environment())
+            workload.apply_workload(pod.container, layer, workload.entrypoint_source())
+            _hang(pod, pebble, "hung while running")
+            _hang(pod, pebble, "hung a second time")
+            pod.container.stop(workload.SERVICE_NAME)
+            at_start = workload.build_layer(standalone_environment())
+            at_start["services"][workload.SERVICE_NAME]["command"] = standin_command(
+                port, mark, "--hang-at-start"
+            )
+            layered = time.monotonic()
+            workload.apply_workload(pod.container, at_start, workload.entrypoint_source())
+            [first] = pod.garm_pids()
+            again = _until(lambda: bool(pod.garm_pids()) and pod.garm_pids() != [first])
+            print(
+                f"hung at start: Pebble restarted it {time.monotonic() - layered:.1f} s "
+                "after the layer was added"
+            )
+            [second] = pod.garm_pids()
+            try:
+                _until(lambda: pod.garm_pids() != [second], timeout=150.0)
+                print("hung at start, again: Pebble restarted it a second time")
+            except TimeoutError:
+                print(
+                    "hung at start, again: not restarted by Pebble within 150 s "
+                    f"(health unhealthy: {not _healthy(pebble)})"
+                )
+            del again
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
