@@ -88,6 +88,7 @@ SERVICE_COMMAND = f"python3 {ENTRYPOINT_PATH}"
 # What a unit that must not run GARM runs instead: the entrypoint, which then exits at once.
 STAND_BY_COMMAND = f"{SERVICE_COMMAND} {STAND_BY_FLAG}"
 METRICS_URL = f"http://127.0.0.1:{GARM_PORT}/metrics"
+CHECK_PERIOD = "10s"
 CONFIG_VERSION_LENGTH = 12
 
 # Juju model proxy variable -> the workload variables it sets (both spellings).
@@ -239,15 +240,19 @@ def build_layer(environment: Mapping[str, str]) -> ops.pebble.LayerDict:
         "startup": "enabled",
         "command": SERVICE_COMMAND,
         "environment": dict(sorted(environment.items())),
-        # A GARM that hangs (seen at start: it never answers, never exits) is restarted by
-        # Pebble itself, instead of waiting for the liveness probe to restart the container.
+        # A GARM that hangs (it never answers, never exits) is restarted by Pebble when the
+        # check goes down; one that stays down (it never passed again) is left to Juju's
+        # liveness probe on this alive check, which restarts the container.
         "on-check-failure": {CHECK_NAME: "restart"},
     }
     check: ops.pebble.CheckDict = {
         "override": "replace",
         "level": "alive",
         "startup": "enabled",
-        "period": "30s",
+        # Three failures 10 s apart (Pebble's default threshold and 3 s timeout): a hang costs
+        # about 30 s, and Pebble's restart passes a check before Juju's liveness probe (three
+        # failures 5 s apart) would restart the container as well (docs/reference/workload.md).
+        "period": CHECK_PERIOD,
         "http": {"url": METRICS_URL},
     }
     return {

@@ -70,6 +70,11 @@ class _UnixHandler(urllib.request.HTTPHandler):
         return self.do_open(_Conn, req)
 
 
+def _replaced(pod: Pod, pid: int) -> bool:
+    pids = pod.garm_pids()
+    return len(pids) == 1 and pids != [pid]
+
+
 def _until(probe: Callable[[], bool], timeout: float = 300.0) -> float:
     started = time.monotonic()
     while not probe():
@@ -91,7 +96,7 @@ def _hang(pod: Pod, pebble: RealPebble, label: str) -> None:
     os.kill(pid, signal.SIGSTOP)
     hung = time.monotonic()
     unhealthy = _until(lambda: not _healthy(pebble))
-    restarted = _until(lambda: bool(pod.garm_pids()) and pod.garm_pids() != [pid]) + unhealthy
+    restarted = _until(lambda: _replaced(pod, pid)) + unhealthy
     healthy = _until(lambda: _healthy(pebble)) + restarted
     print(
         f"{label}: health unhealthy after {unhealthy:.1f} s, GARM restarted after "
@@ -129,7 +134,7 @@ def main() -> int:
             layered = time.monotonic()
             workload.apply_workload(pod.container, at_start, workload.entrypoint_source())
             [first] = pod.garm_pids()
-            again = _until(lambda: bool(pod.garm_pids()) and pod.garm_pids() != [first])
+            again = _until(lambda: _replaced(pod, first))
             print(
                 f"hung at start: Pebble restarted it {time.monotonic() - layered:.1f} s "
                 "after the layer was added"

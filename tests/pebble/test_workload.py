@@ -7,6 +7,8 @@ measured in ``../shared/pebble/README.md``; these tests hold the charm to it.
 
 from __future__ import annotations
 
+import os
+import signal
 import time
 from collections.abc import Callable
 
@@ -129,3 +131,54 @@ def test_a_garm_that_exits_at_start_raises_with_pebble_s_reason(pod: Pod):
     # The layer is applied: the next pass does not replan, and reads Pebble's state.
     assert workload.apply_workload(pod.container, layer, _entrypoint()) is False
     assert workload.service_state(pod.container) in {"backoff", "active", "starting"}
+
+
+def _fast_check(layer: ops.pebble.LayerDict) -> ops.pebble.LayerDict:
+    """The charm's layer with its check 1 s apart (timeout 0.5 s): the same mechanism, sooner."""
+    layer["checks"][workload.CHECK_NAME].update({"period": "1s", "timeout": "500ms"})
+    return layer
+
+
+def _replaced(pod: Pod, pid: int) -> bool:
+    """One GARM runs, and it is not ``pid`` (one look: the old one may just have gone)."""
+    pids = pod.garm_pids()
+    return len(pids) == 1 and pids != [pid]
+
+
+def _check_up(pod: Pod) -> bool:
+    check = pod.container.get_checks(workload.CHECK_NAME)[workload.CHECK_NAME]
+    return check.status == ops.pebble.CheckStatus.UP and check.successes > 0
+
+
+def test_a_garm_hung_twice_is_restarted_twice(pod: Pod):
+    workload.apply_workload(pod.container, _fast_check(pod.layer()), _entrypoint())
+    for hang in ("first", "second"):
+        _await(f"a passing check before the {hang} hang", lambda: _check_up(pod))
+        [hung] = pod.garm_pids()
+        os.kill(hung, signal.SIGSTOP)
+        # Three failures, then Pebble's SIGTERM and, 5 s later, SIGKILL; then a new GARM.
+        _await(
+            f"Pebble to restart GARM after the {hang} hang",
+            lambda pid=hung: _replaced(pod, pid),
+            timeout=30.0,
+        )
+
+
+def test_a_garm_hung_at_start_is_restarted_once_by_pebble(pod: Pod):
+    layer = _fast_check(pod.layer())
+    layer["services"][workload.SERVICE_NAME]["command"] = standin_command(
+        pod.port, pod.mark, "--hang-at-start"
+    )
+    workload.apply_workload(pod.container, layer, _entrypoint())
+    [first] = pod.garm_pids()
+    _await(
+        "Pebble to restart the hung GARM",
+        lambda: _replaced(pod, first),
+        timeout=30.0,
+    )
+    [second] = pod.garm_pids()
+    # Pebble acts when a check goes from up to down; this one was never up, so the GARM that
+    # hangs again is left to Juju's liveness probe, which sees the alive check down.
+    _stays("the second hung GARM not restarted", lambda: pod.garm_pids() == [second], 6.0)
+    check = pod.container.get_checks(workload.CHECK_NAME)[workload.CHECK_NAME]
+    assert check.status == ops.pebble.CheckStatus.DOWN
