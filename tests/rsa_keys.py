@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import base64
 import functools
+import textwrap
 
 from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric import rsa
@@ -57,3 +58,12 @@ def pkcs8_pem(index: int = 0) -> str:
     )
     register_secret(pem)
     return pem
+
+
+def rewrapped(pem: str, width: int = 76) -> str:
+    """The same PEM key with its body in lines of ``width`` characters (another layout)."""
+    lines = pem.strip().splitlines()
+    body = "".join(lines[1:-1])
+    wrapped = "\n".join([lines[0], *textwrap.wrap(body, width), lines[-1], ""])
+    register_secret(wrapped)
+    return wrapped

@@ -21,7 +21,6 @@ stand-in; the emulator marks a runner busy.
 
 from __future__ import annotations
 
-import textwrap
 from dataclasses import dataclass
 from typing import Any
 
@@ -30,10 +29,9 @@ from ops import testing
 
 from configurator_contract import PRIVATE_KEY_FIELD
 from desired_state import credential_name
-from github_key import PKCS1_FOOTER, PKCS1_HEADER
 from tests.charm_driver import CharmDriver, configurator
 from tests.conformance.conftest import Garm, hook_until
-from tests.rsa_keys import pkcs1_pem
+from tests.rsa_keys import pkcs1_pem, rewrapped
 from tests.simulate_backends import StoryGarm, is_busy, is_idle
 
 A, B = "cfg-a", "cfg-b"
@@ -227,7 +225,7 @@ def test_an_app_shared_with_the_same_key_converges_and_a_converged_hook_writes_n
     driver: CharmDriver, charm_garm: Garm
 ):
     # cfg-b holds cfg-a's App key in another PEM layout: the same key, so it shares the App.
-    shared = _rewrapped(KEYS[A])
+    shared = rewrapped(KEYS[A])
     assert shared != KEYS[A]
     for app, key in ((A, KEYS[A]), (B, shared)):
         cfg = configurator(
@@ -244,9 +242,3 @@ def test_an_app_shared_with_the_same_key_converges_and_a_converged_hook_writes_n
         state = driver.run(driver.ctx.on.update_status())
         assert state.unit_status == ops.ActiveStatus()
         assert [(w.method, w.path) for w in charm_garm.writes()] == []
-
-
-def _rewrapped(pem: str) -> str:
-    """The same key in another PEM layout (76-character lines)."""
-    body = "".join(pem.strip()[len(PKCS1_HEADER) : -len(PKCS1_FOOTER)].split())
-    return "\n".join([PKCS1_HEADER, *textwrap.wrap(body, 76), PKCS1_FOOTER, ""])

@@ -2,22 +2,15 @@
 
 from __future__ import annotations
 
-import textwrap
 from collections.abc import Mapping
 
 from configurator_parser import parse_configurator_units
 from desired_state import ConfiguratorInputs, Incumbents, InputProblem, UnitData
-from github_key import PKCS1_FOOTER, PKCS1_HEADER, public_key_digest
-from tests.rsa_keys import pkcs1_pem
+from github_key import public_key_digest
+from tests.rsa_keys import pkcs1_pem, rewrapped
 
 KEY_A, KEY_B = pkcs1_pem(0), pkcs1_pem(1)
 SECRETS = {"secret:pw": "os-password", "secret:a": KEY_A, "secret:b": KEY_B}
-
-
-def _rewrapped(pem: str) -> str:
-    """The same key in another PEM layout (76-character lines)."""
-    body = "".join(pem.strip()[len(PKCS1_HEADER) : -len(PKCS1_FOOTER)].split())
-    return "\n".join([PKCS1_HEADER, *textwrap.wrap(body, 76), PKCS1_FOOTER])
 
 
 def data(app: str, *, key: str, app_id: str, provider: str | None = None) -> dict[str, str]:
@@ -150,7 +143,7 @@ def test_the_holder_keeps_its_app_against_a_lower_relation_id() -> None:
 
 
 def test_the_same_key_shares_the_app_and_only_the_holder_s_data_is_written() -> None:
-    secrets = {**SECRETS, "secret:a-again": _rewrapped(KEY_A)}
+    secrets = {**SECRETS, "secret:a-again": rewrapped(KEY_A)}
     held = Incumbents(credentials={"app-101-202": ("cfg-b", public_key_digest(KEY_A))})
     parsed = parse(
         (1, "cfg-a", data("cfg-a", key="secret:a-again", app_id="101")),

@@ -3,17 +3,11 @@
 from __future__ import annotations
 
 import hashlib
-import textwrap
 
 from cryptography.hazmat.primitives import serialization
 
 from github_key import PKCS1_FOOTER, PKCS1_HEADER, public_key_digest
-from tests.rsa_keys import pkcs1_pem
-
-
-def _rewrapped(pem: str, width: int) -> str:
-    body = "".join(pem.strip()[len(PKCS1_HEADER) : -len(PKCS1_FOOTER)].split())
-    return "\n".join([PKCS1_HEADER, *textwrap.wrap(body, width), PKCS1_FOOTER, ""])
+from tests.rsa_keys import pkcs1_pem, rewrapped
 
 
 def test_digest_is_of_the_public_numbers_cryptography_reads() -> None:
@@ -28,7 +22,7 @@ def test_digest_is_of_the_public_numbers_cryptography_reads() -> None:
 def test_same_key_in_another_layout_has_the_same_digest() -> None:
     pem = pkcs1_pem(0)
 
-    assert public_key_digest(_rewrapped(pem, 76)) == public_key_digest(pem)
+    assert public_key_digest(rewrapped(pem, 76)) == public_key_digest(pem)
     assert public_key_digest(f"\n  {pem}  \n") == public_key_digest(pem)
 
 
