@@ -88,7 +88,7 @@ SERVICE_COMMAND = f"python3 {ENTRYPOINT_PATH}"
 # What a unit that must not run GARM runs instead: the entrypoint, which then exits at once.
 STAND_BY_COMMAND = f"{SERVICE_COMMAND} {STAND_BY_FLAG}"
 METRICS_URL = f"http://127.0.0.1:{GARM_PORT}/metrics"
-CHECK_PERIOD = "10s"
+CHECK_PERIOD = "5s"
 CONFIG_VERSION_LENGTH = 12
 
 # Juju model proxy variable -> the workload variables it sets (both spellings).
@@ -249,8 +249,8 @@ def build_layer(environment: Mapping[str, str]) -> ops.pebble.LayerDict:
         "override": "replace",
         "level": "alive",
         "startup": "enabled",
-        # Three failures 10 s apart (Pebble's default threshold and 3 s timeout): a hang costs
-        # about 30 s, and Pebble's restart passes a check before Juju's liveness probe (three
+        # Three failures 5 s apart (Pebble's default threshold and 3 s timeout): a hang costs
+        # about 25 s, and the restarted GARM passes a check before Juju's liveness probe (three
         # failures 5 s apart) would restart the container as well (docs/reference/workload.md).
         "period": CHECK_PERIOD,
         "http": {"url": METRICS_URL},

@@ -180,7 +180,7 @@ def test_layer_shape() -> None:
                 "override": "replace",
                 "level": "alive",
                 "startup": "enabled",
-                "period": "10s",
+                "period": "5s",
                 "http": {"url": "http://127.0.0.1:8080/metrics"},
             }
         },
