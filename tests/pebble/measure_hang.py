@@ -1,6 +1,6 @@
 """Measure what a hung GARM costs under the real Pebble with the charm's own check.
 
-``python -m tests.pebble.measure_hang`` (the ``real-pebble`` env's Python; about four minutes):
+``python -m tests.pebble.measure_hang`` (with the ``real-garm`` env's Python; about four minutes):
 the charm's layer (``workload.build_layer``) on a real Pebble, GARM played by the stand-in
 (``tests/pebble/standin_garm.py``), then
 
