@@ -289,6 +289,26 @@ def without_peer_relation(state: testing.State) -> testing.State:
     return dataclasses.replace(state, relations=kept)
 
 
+def record_secrets(state: testing.State) -> list[dict[str, str]]:
+    """The content of each provider record secret (``garm-providers``, ``-2``, ...), in order."""
+    found = {
+        s.label: s.latest_content or s.tracked_content
+        for s in state.secrets
+        if s.label and s.label.startswith("garm-providers")
+    }
+    return [found[label] for label in sorted(found, key=lambda x: (len(x), x))]
+
+
+def recorded_providers(state: testing.State) -> list[str]:
+    """The unit names of the providers the record keeps, over all its secrets and values."""
+    return [
+        entry["unit_name"]
+        for content in record_secrets(state)
+        for value in content.values()
+        for entry in json.loads(value)
+    ]
+
+
 def planned_env(state: testing.State) -> dict[str, str]:
     """Return the GARM service environment of the container's plan in ``state``."""
     container = state.get_container(workload.CONTAINER_NAME)

@@ -9,8 +9,9 @@ limits of that version and Linux's argument limit to every hook
 (``tests/juju_model_limits.py``), so a hook that a real controller would refuse raises here.
 
 It prints one row per deployment: whether every hook returned, the unit status, the record's
-secrets and values, the bytes of the largest secret (as the Juju version measures it), and what
-``scaleset-status`` answered (rows, result parts). The limits page
+secrets and values, the bytes of the largest secret (as the Juju version measures it), the hook
+tools the last update-status called (each a process under Juju), and what ``scaleset-status``
+answered (rows, result parts). The limits page
 (``docs/reference/limits.md``) gives the measured table. Not part of CI: the large sizes take
 minutes.
 """
@@ -26,7 +27,7 @@ from pathlib import Path
 
 from ops import testing
 
-from tests.charm_driver import CharmDriver, base_state, production_configurator
+from tests.charm_driver import CharmDriver, base_state, production_configurator, record_secrets
 from tests.garm_emulator import GarmEmulator
 from tests.juju_model_limits import minimum_juju, secret_limits
 
@@ -44,6 +45,7 @@ class Deployment:
     record_secrets: int
     record_values: int
     largest_secret: int
+    hook_tools: int
     action: str
     seconds: float
 
@@ -62,16 +64,6 @@ def deploy(garm: GarmEmulator, data_dir: Path, count: int, juju_version: str) ->
     driver.run(driver.ctx.on.pebble_ready(driver.state.get_container("garm")))
     driver.run(driver.ctx.on.update_status())
     return driver
-
-
-def record_secrets(state: testing.State) -> list[dict[str, str]]:
-    """The content of each provider record secret, in label order."""
-    found = {
-        s.label: s.latest_content or s.tracked_content
-        for s in state.secrets
-        if s.label and s.label.startswith("garm-providers")
-    }
-    return [found[label] for label in sorted(found, key=lambda x: (len(x), x))]
 
 
 def secret_size(content: dict[str, str], juju_version: str) -> int:
@@ -93,10 +85,11 @@ def measure(count: int, juju_version: str) -> Deployment:
         except testing.errors.UncaughtCharmError as exc:
             cause = exc.__cause__ or exc
             return Deployment(
-                juju_version, count, False, f"hook raised {cause!r}"[:160], 0, 0, 0, "-", 0.0
+                juju_version, count, False, f"hook raised {cause!r}"[:160], 0, 0, 0, 0, "-", 0.0
             )
         status = driver.state.unit_status
         secrets = record_secrets(driver.state)
+        tools = sum(driver.tool_calls.values())
         try:
             results = driver.run_action("scaleset-status")
             parts = results.get("scalesets-parts", 1)
@@ -111,6 +104,7 @@ def measure(count: int, juju_version: str) -> Deployment:
             len(secrets),
             sum(len(s) for s in secrets),
             max((secret_size(s, juju_version) for s in secrets), default=0),
+            tools,
             action,
             time.perf_counter() - start,
         )
@@ -123,8 +117,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--sizes", nargs="+", type=int, default=list(DEFAULT_SIZES))
     args = parser.parse_args(argv)
     print("| Juju | N | Hooks return | Unit status | Record secrets / values |", end="")
-    print(" Largest secret (bytes) | scaleset-status | s |")
-    print("|---|---|---|---|---|---|---|---|")
+    print(" Largest secret (bytes) | Hook tools | scaleset-status | s |")
+    print("|---|---|---|---|---|---|---|---|---|")
     failed = False
     for juju_version in args.juju:
         for count in args.sizes:
@@ -133,7 +127,8 @@ def main(argv: list[str] | None = None) -> int:
             print(
                 f"| {row.juju} | {row.count:,} | {'yes' if row.hooks_returned else 'no'} |"
                 f" {row.status} | {row.record_secrets} / {row.record_values} |"
-                f" {row.largest_secret:,} | {row.action} | {row.seconds:.0f} |",
+                f" {row.largest_secret:,} | {row.hook_tools:,} | {row.action} |"
+                f" {row.seconds:.0f} |",
                 flush=True,
             )
     return 1 if failed else 0

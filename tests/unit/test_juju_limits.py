@@ -13,7 +13,6 @@ The limits and their sources (``docs/reference/limits.md``):
 from __future__ import annotations
 
 import errno
-import json
 import logging
 from pathlib import Path
 
@@ -25,7 +24,14 @@ import juju_limits
 import provider_record
 from actions import split_result
 from desired_state import ProviderConfig
-from tests.charm_driver import CharmDriver, base_state, configurator, planned_providers
+from tests.charm_driver import (
+    CharmDriver,
+    base_state,
+    configurator,
+    planned_providers,
+    record_secrets,
+    recorded_providers,
+)
 from tests.garm_emulator import GarmEmulator
 from tests.juju_model_limits import (
     MAX_ARG_STRLEN,
@@ -34,7 +40,7 @@ from tests.juju_model_limits import (
     minimum_juju,
     secret_refusal,
 )
-from tests.limits_sweep import deploy, record_secrets
+from tests.limits_sweep import deploy
 
 OLD, NEW = "3.4", "3.6.9"
 
@@ -185,8 +191,7 @@ def test_a_single_value_record_is_read_and_relaid_keeping_every_provider(tmp_pat
         garm.stop()  # GARM unreachable: nothing may be trimmed, everything must stay
         out = driver.run(driver.ctx.on.update_status())
     secrets = record_secrets(out)
-    kept = [p["unit_name"] for content in secrets for v in content.values() for p in json.loads(v)]
-    assert kept == [p.unit_name for p in old]
+    assert recorded_providers(out) == [p.unit_name for p in old]
     assert len(secrets[0]) == 2  # relaid into values of at most 4 KiB
     assert planned_providers(out) == [p.unit_name for p in old]
 
