@@ -259,3 +259,46 @@ def test_scaleset_status_answers_with_2000_scale_sets(tmp_path: Path):
     assert results["count"] == 2001
     assert results["scalesets-parts"] >= 2
     assert results["scalesets"].startswith("LOGICAL")
+
+
+def _labels(state: testing.State) -> list[str]:
+    return sorted(s.label for s in state.secrets if s.label and s.label.startswith("garm-"))
+
+
+def test_a_record_that_shrinks_removes_the_secrets_it_no_longer_needs(tmp_path: Path):
+    departed = [_provider(f"gone-{n:03d}-0") for n in range(200)]
+    layout = provider_record.record_layout(departed)
+    assert len(layout) == 2
+    stored = {
+        testing.Secret(tracked_content=content, label=provider_record.record_label(i), owner="app")
+        for i, content in enumerate(layout)
+    }
+    cfg = configurator("cfg-a", relation_id=1)
+    state = base_state(tmp_path, relations={cfg.relation}, secrets={*stored, *cfg.secrets})
+    with GarmEmulator(providers=[]) as garm:
+        driver = CharmDriver(garm, state)
+        out = driver.run(driver.ctx.on.install())
+    # No live scale set names a departed provider: trimmed, and garm-providers-2 removed.
+    assert recorded_providers(out) == ["cfg-a-0"]
+    assert "garm-providers-2" not in _labels(out)
+
+
+def test_a_record_that_grows_reuses_a_continuation_left_behind(tmp_path: Path):
+    cfgs = [configurator(f"cfg-{n:03d}", relation_id=n + 1, org=f"org-{n}") for n in range(200)]
+    # A record of one value, and a continuation whose removal failed in an earlier hook.
+    stored = {
+        testing.Secret(tracked_content={"providers": "[]"}, label="garm-providers", owner="app"),
+        testing.Secret(tracked_content={"providers": "[]"}, label="garm-providers-2", owner="app"),
+    }
+    state = base_state(
+        tmp_path,
+        relations={c.relation for c in cfgs},
+        secrets={*stored, *(s for c in cfgs for s in c.secrets)},
+    )
+    with GarmEmulator(providers=[]) as garm:
+        driver = CharmDriver(garm, state)
+        out = driver.run(driver.ctx.on.install())
+    assert recorded_providers(out) == sorted(f"cfg-{n:03d}-0" for n in range(200))
+    labels = _labels(out)
+    assert labels.count("garm-providers-2") == 1
+    assert len(record_secrets(out)) >= 2
