@@ -228,24 +228,41 @@ def admit(record: Sequence[ProviderConfig], merged: Sequence[ProviderConfig]) ->
     """Keep the merged providers within the limits; past them, keep what GARM already has.
 
     A provider too large for one secret value is never admitted. When the whole list passes
-    ``juju_limits.PROVIDERS_ENV_BYTES``, only the providers already recorded stay (with what
-    their relations publish now, or as recorded if that too would pass): GARM keeps running
-    with them and nothing recorded is lost; the others wait in their relations.
+    ``juju_limits.PROVIDERS_ENV_BYTES``, the recorded providers come first (as their relations
+    publish them now, or as recorded if only that fits), then the others by name while the list
+    fits: nothing recorded is lost, GARM keeps running, and the rest wait in their relations.
     """
-    fitting = tuple(p for p in merged if _fits_a_value(p))
+    fitting = [p for p in merged if _fits_a_value(p)]
     reason = TOO_LARGE.format(limit=juju_limits.SECRET_VALUE_BYTES)
     if _env_size(fitting) > juju_limits.PROVIDERS_ENV_BYTES:
         reason = PAST_ENVIRONMENT.format(limit=juju_limits.PROVIDERS_ENV_BYTES)
-        known = {p.unit_name for p in record}
-        fitting = tuple(p for p in fitting if p.unit_name in known)
-        if _env_size(fitting) > juju_limits.PROVIDERS_ENV_BYTES:
-            fitting = tuple(record)
+        fitting = _fill(record, fitting)
     kept = {p.unit_name for p in fitting}
     left_out = tuple(sorted(p.unit_name for p in merged if p.unit_name not in kept))
     if not left_out:
         return Admission(tuple(merged))
     logger.warning("%d provider(s) left out (%s): %s", len(left_out), reason, ", ".join(left_out))
     return Admission(tuple(sorted(fitting, key=lambda p: p.unit_name)), left_out, reason)
+
+
+def _fill(
+    record: Sequence[ProviderConfig], candidates: Sequence[ProviderConfig]
+) -> list[ProviderConfig]:
+    """The recorded providers first, then the others by name, while the list fits GARM's env."""
+    stored = {p.unit_name: p for p in record}
+    ordered = sorted(candidates, key=lambda p: (p.unit_name not in stored, p.unit_name))
+    kept: list[ProviderConfig] = []
+    # The canonical list is "[" + entries joined by "," + "]": one byte, then each entry's own
+    # bytes and one more.
+    used = 1
+    for provider in ordered:
+        for choice in (provider, stored.get(provider.unit_name)):
+            size = 0 if choice is None else juju_limits.utf8_size(_entry_json(choice)) + 1
+            if choice is not None and used + size <= juju_limits.PROVIDERS_ENV_BYTES:
+                kept.append(choice)
+                used += size
+                break
+    return kept
 
 
 def _fits_a_value(provider: ProviderConfig) -> bool:

@@ -219,17 +219,30 @@ def test_a_provider_too_large_for_a_value_is_left_out_and_named(tmp_path: Path):
 
 def test_past_the_environment_limit_garm_keeps_the_providers_it_has():
     # Providers of about 3 KiB (long passwords): 500 pass 1.5 MB of provider list.
-    recorded = [_provider(f"a{n:03d}-0", "p" * 3000) for n in range(400)]
-    newcomers = [_provider(f"b{n:03d}-0", "p" * 3000) for n in range(100)]
+    recorded = [_provider(f"b{n:03d}-0", "p" * 3000) for n in range(400)]
+    newcomers = [_provider(f"a{n:03d}-0", "p" * 3000) for n in range(100)]
     merged = provider_record.merge(recorded, newcomers)
     admission = provider_record.admit(recorded, merged)
-    assert admission.providers == tuple(recorded)
-    assert admission.left_out == tuple(p.unit_name for p in newcomers)
-    assert "1,500,000 bytes, Linux's limit on GARM's environment" in admission.notice()
-    assert "; 400 kept" in admission.notice()
+    # Every recorded provider stays, though the newcomers sort first; newcomers fill the rest.
+    assert set(recorded) <= set(admission.providers)
+    size = len(provider_record.canonical_json(admission.providers))
+    assert juju_limits.PROVIDERS_ENV_BYTES - 3100 < size <= juju_limits.PROVIDERS_ENV_BYTES
+    admitted = len(admission.providers) - 400
+    assert admission.left_out == tuple(p.unit_name for p in newcomers[admitted:])
+    assert "the list would pass 1,500,000 bytes, Linux's limit on GARM's environment" in (
+        admission.notice()
+    )
+    assert admission.notice().endswith(f"; {len(admission.providers)} kept")
     # Every secret of the record still fits the oldest Juju.
     layout = provider_record.record_layout(admission.providers)
     assert all(secret_refusal(content, OLD) is None for content in layout)
+
+
+def test_past_the_environment_limit_a_fresh_deployment_takes_what_fits():
+    merged = [_provider(f"a{n:03d}-0", "p" * 3000) for n in range(500)]
+    admission = provider_record.admit((), merged)
+    assert admission.providers == tuple(merged[: len(admission.providers)])
+    assert 450 < len(admission.providers) < 500
 
 
 def test_a_long_table_is_cut_between_rows_within_the_argument_limit():
