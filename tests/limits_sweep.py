@@ -100,7 +100,7 @@ def measure(count: int, juju_version: str) -> Deployment:
             juju_version,
             count,
             True,
-            f"{status.name}: {status.message}"[:160],
+            f"{status.name}: {status.message}",
             len(secrets),
             sum(len(s) for s in secrets),
             max((secret_size(s, juju_version) for s in secrets), default=0),
