@@ -22,10 +22,12 @@ ARG_PIECE_BYTES = 96 * 1024
 # Juju before 3.6.9 refuses a secret value over 8 KiB and a secret's content over 64 KiB (and
 # 3.4.0 may still refuse a value over 5 KiB: juju/juju#16943, merged 2024-02-19, raised it).
 # Juju 3.6.9 and later measure the base64 form against 1,000,000 bytes. Budgets that fit the
-# oldest: a value of at most 4 KiB (5,464 bytes in base64) and eleven of them per secret
-# (60,104 bytes in base64, 45,056 raw).
+# oldest: values of 4 KiB (5,464 bytes in base64), one larger item alone in a value of at most
+# 8 KiB (what Juju before 3.6.9 took, so what a record of one value could hold), and at most
+# 45 KiB of values per secret (60 KiB in base64).
 SECRET_VALUE_BYTES = 4 * 1024
-SECRET_VALUES_PER_SECRET = 11
+SECRET_VALUE_MAX_BYTES = 8 * 1024
+SECRET_CONTENT_BYTES = 45 * 1024
 
 # The providers go to GARM in its service environment. Linux also bounds everything a process
 # starts with (arguments and environment together) to a quarter of its stack limit: 2 MiB
@@ -42,22 +44,18 @@ def pack(items: Sequence[str], budget: int, separator: int = 1) -> list[list[str
     """Group ``items``, in order, so that each group's bytes stay within ``budget``.
 
     Args:
-        items: the texts to group, none larger than ``budget`` on its own.
-        budget: the most bytes a group may take, separators included.
+        items: the texts to group; the caller bounds their size.
+        budget: the most bytes a group may take, separators included; an item larger than
+            ``budget`` makes a group of its own.
         separator: the bytes the caller puts between two items of a group.
 
     Returns:
         The groups, in order; one empty group when there are no items.
-
-    Raises:
-        ValueError: an item alone is larger than ``budget``.
     """
     groups: list[list[str]] = [[]]
     used = 0
     for item in items:
         size = utf8_size(item)
-        if size > budget:
-            raise ValueError(f"an item of {size} bytes is larger than the budget of {budget}")
         added = size if not groups[-1] else size + separator
         if groups[-1] and used + added > budget:
             groups.append([])

@@ -30,6 +30,8 @@ logger = logging.getLogger(__name__)
 
 PROVIDER_RECORD_LABEL = "garm-providers"
 _RECORD_KEY = "providers"
+# In the first secret of a record over several: how many secrets it has.
+_COUNT_KEY = "secrets"
 # What a stored entry must hold: every field of a provider.
 _PROVIDER_FIELDS = tuple(f.name for f in fields(ProviderConfig))
 
@@ -163,24 +165,22 @@ def trim(
 def record_layout(providers: Iterable[ProviderConfig]) -> tuple[dict[str, str], ...]:
     """Lay the providers out as Juju accepts them: the content of each record secret, in order.
 
-    Each value is a JSON list of whole providers within ``juju_limits.SECRET_VALUE_BYTES``, at
-    most ``juju_limits.SECRET_VALUES_PER_SECRET`` values per secret (keys ``providers``,
-    ``providers-2``, ...), so that every secret fits the oldest Juju's limits (ADR 0012). The
-    first secret keeps the label and key of the one-value record charms before it wrote.
-
-    Raises:
-        ValueError: one provider alone is larger than a value (see :func:`admit`).
+    Each value is a JSON list of whole providers of about ``juju_limits.SECRET_VALUE_BYTES``
+    (keys ``providers``, ``providers-2``, ...; a larger provider alone in its value), at most
+    ``juju_limits.SECRET_CONTENT_BYTES`` of values per secret, so that every secret fits the
+    oldest Juju's limits (ADR 0012). The first secret keeps the label and key of the one-value
+    record of earlier charms and, when there are more, says how many (key ``secrets``).
     """
     ordered = sorted(providers, key=lambda p: p.unit_name)
     entries = [_entry_json(p) for p in ordered]
     # Two bytes of each value are the list's brackets.
     groups = juju_limits.pack(entries, juju_limits.SECRET_VALUE_BYTES - 2)
     values = ["[" + ",".join(group) + "]" for group in groups]
-    per = juju_limits.SECRET_VALUES_PER_SECRET
-    return tuple(
-        {_value_key(i): value for i, value in enumerate(values[start : start + per])}
-        for start in range(0, len(values), per)
-    )
+    secrets = juju_limits.pack(values, juju_limits.SECRET_CONTENT_BYTES, separator=0)
+    layout = [{_value_key(i): value for i, value in enumerate(group)} for group in secrets]
+    if len(layout) > 1:
+        layout[0][_COUNT_KEY] = str(len(layout))
+    return tuple(layout)
 
 
 def _entry_json(provider: ProviderConfig) -> str:
@@ -196,7 +196,7 @@ def record_label(index: int) -> str:
     return PROVIDER_RECORD_LABEL if index == 0 else f"{PROVIDER_RECORD_LABEL}-{index + 1}"
 
 
-TOO_LARGE = "over {limit:,} bytes each, the budget of one secret value"
+TOO_LARGE = "over {limit:,} bytes each, Juju's limit on one secret value before 3.6.9"
 PAST_ENVIRONMENT = "the list would pass {limit:,} bytes, Linux's limit on GARM's environment"
 
 
@@ -233,7 +233,7 @@ def admit(record: Sequence[ProviderConfig], merged: Sequence[ProviderConfig]) ->
     fits: nothing recorded is lost, GARM keeps running, and the rest wait in their relations.
     """
     fitting = [p for p in merged if _fits_a_value(p)]
-    reason = TOO_LARGE.format(limit=juju_limits.SECRET_VALUE_BYTES)
+    reason = TOO_LARGE.format(limit=juju_limits.SECRET_VALUE_MAX_BYTES)
     if _env_size(fitting) > juju_limits.PROVIDERS_ENV_BYTES:
         reason = PAST_ENVIRONMENT.format(limit=juju_limits.PROVIDERS_ENV_BYTES)
         fitting = _fill(record, fitting)
@@ -266,7 +266,7 @@ def _fill(
 
 
 def _fits_a_value(provider: ProviderConfig) -> bool:
-    return juju_limits.utf8_size(_entry_json(provider)) + 2 <= juju_limits.SECRET_VALUE_BYTES
+    return juju_limits.utf8_size(_entry_json(provider)) + 2 <= juju_limits.SECRET_VALUE_MAX_BYTES
 
 
 def _env_size(providers: Sequence[ProviderConfig]) -> int:
@@ -279,35 +279,42 @@ Stored = tuple[dict[str, str], ...]
 def load_record(model: ops.Model) -> tuple[Stored | None, tuple[ProviderConfig, ...]]:
     """Read the record; return each secret's content (None when absent) and the providers.
 
-    A secret holding all its values may have a continuation; one holding fewer ends the record,
-    so the one-value record of earlier charms reads as it is.
+    The first secret says how many there are (none said: one, as earlier charms wrote it).
 
     Raises:
         ProviderRecordError: the record exists but is unreadable or malformed.
     """
-    contents: list[dict[str, str]] = []
-    while True:
-        try:
-            secret = model.get_secret(label=record_label(len(contents)))
-            content = secret.peek_content()
-        except ops.SecretNotFoundError:
-            break
-        except ops.ModelError as exc:
-            raise ProviderRecordError("provider record cannot be read") from exc
-        contents.append(content)
-        if len(content) < juju_limits.SECRET_VALUES_PER_SECRET:
-            break
-    if not contents:
+    first = _read_secret(model, 0)
+    if first is None:
         return None, ()
-    if _RECORD_KEY not in contents[0]:
+    if _RECORD_KEY not in first:
         raise ProviderRecordError("provider record has no providers key")
+    try:
+        count = int(first.get(_COUNT_KEY, "1"))
+    except ValueError as exc:
+        raise ProviderRecordError("provider record has an unreadable secret count") from exc
+    contents = [first]
+    for index in range(1, count):
+        content = _read_secret(model, index)
+        if content is None:
+            raise ProviderRecordError(f"provider record misses its secret {index + 1}")
+        contents.append(content)
     providers = [p for content in contents for p in _parse_values(content)]
     return tuple(contents), tuple(providers)
 
 
+def _read_secret(model: ops.Model, index: int) -> dict[str, str] | None:
+    try:
+        return model.get_secret(label=record_label(index)).peek_content()
+    except ops.SecretNotFoundError:
+        return None
+    except ops.ModelError as exc:
+        raise ProviderRecordError("provider record cannot be read") from exc
+
+
 def _parse_values(content: dict[str, str]) -> list[ProviderConfig]:
     found: list[ProviderConfig] = []
-    for index in range(len(content)):
+    for index in range(len(content) - (_COUNT_KEY in content)):
         text = content.get(_value_key(index))
         if text is None:
             raise ProviderRecordError("provider record misses a value")
@@ -347,7 +354,7 @@ def _write(
 ) -> None:
     label = record_label(index)
     if not exists and index > 0:
-        # A continuation left by a longer record whose removal failed: reuse it.
+        # A secret left by a longer record whose removal failed: reuse it.
         try:
             model.get_secret(label=label)
             exists = True
@@ -368,7 +375,7 @@ def _remove(model: ops.Model, index: int) -> None:
     try:
         model.get_secret(label=record_label(index)).remove_all_revisions()
     except ops.ModelError:
-        # Unread anyway: a record ends at its first secret that is not full.
+        # Unread anyway: the first secret says how many are read.
         logger.debug("Could not remove provider record secret %d", index)
 
 

@@ -100,7 +100,7 @@ def _remember_secret_values(state: testing.State) -> None:
     for secret in state.secrets:
         for content in (secret.tracked_content, secret.latest_content or {}):
             if (secret.label or "").startswith("garm-providers"):
-                for value in content.values():
+                for value in record_values(content):
                     register_secret(*(entry["password"] for entry in json.loads(value)))
             else:
                 register_secret(*(v for k, v in content.items() if k not in _NOT_SECRET_KEYS))
@@ -299,12 +299,17 @@ def record_secrets(state: testing.State) -> list[dict[str, str]]:
     return [found[label] for label in sorted(found, key=lambda x: (len(x), x))]
 
 
+def record_values(content: Mapping[str, str]) -> list[str]:
+    """The provider lists of one record secret (``providers``, ``providers-2``, ...)."""
+    return [value for key, value in content.items() if key.startswith("providers")]
+
+
 def recorded_providers(state: testing.State) -> list[str]:
     """The unit names of the providers the record keeps, over all its secrets and values."""
     return [
         entry["unit_name"]
         for content in record_secrets(state)
-        for value in content.values()
+        for value in record_values(content)
         for entry in json.loads(value)
     ]
 

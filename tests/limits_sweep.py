@@ -27,7 +27,13 @@ from pathlib import Path
 
 from ops import testing
 
-from tests.charm_driver import CharmDriver, base_state, production_configurator, record_secrets
+from tests.charm_driver import (
+    CharmDriver,
+    base_state,
+    production_configurator,
+    record_secrets,
+    record_values,
+)
 from tests.garm_emulator import GarmEmulator
 from tests.juju_model_limits import minimum_juju, secret_limits
 
@@ -102,7 +108,7 @@ def measure(count: int, juju_version: str) -> Deployment:
             True,
             f"{status.name}: {status.message}",
             len(secrets),
-            sum(len(s) for s in secrets),
+            sum(len(record_values(s)) for s in secrets),
             max((secret_size(s, juju_version) for s in secrets), default=0),
             tools,
             action,

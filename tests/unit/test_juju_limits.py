@@ -198,7 +198,7 @@ def test_a_single_value_record_is_read_and_relaid_keeping_every_provider(tmp_pat
 
 def test_a_provider_too_large_for_a_value_is_left_out_and_named(tmp_path: Path):
     big = configurator(
-        "cfg-big", relation_id=2, org="org-big", extra={"openstack_network": "n" * 5000}
+        "cfg-big", relation_id=2, org="org-big", extra={"openstack_network": "n" * 9000}
     )
     small = configurator("cfg-a", relation_id=1)
     state = base_state(
@@ -212,7 +212,8 @@ def test_a_provider_too_large_for_a_value_is_left_out_and_named(tmp_path: Path):
     assert planned_providers(out) == ["cfg-a-0"]
     assert isinstance(out.unit_status, testing.BlockedStatus)
     assert (
-        "1 provider(s) left out of GARM (over 4,096 bytes each, the budget of one secret value),"
+        "1 provider(s) left out of GARM (over 8,192 bytes each, Juju's limit on one secret value"
+        " before 3.6.9),"
         " first cfg-big-0; 1 kept" in out.unit_status.message
     )
 
@@ -315,3 +316,14 @@ def test_a_record_that_grows_reuses_a_continuation_left_behind(tmp_path: Path):
     labels = _labels(out)
     assert labels.count("garm-providers-2") == 1
     assert len(record_secrets(out)) >= 2
+
+
+def test_a_record_missing_one_of_its_secrets_fails_the_hook(tmp_path: Path):
+    layout = provider_record.record_layout([_provider(f"gone-{n:03d}-0") for n in range(200)])
+    assert layout[0]["secrets"] == "2"
+    first = testing.Secret(tracked_content=layout[0], label="garm-providers", owner="app")
+    with GarmEmulator(providers=[]) as garm:
+        driver = CharmDriver(garm, base_state(tmp_path, secrets={first}))
+        # Publishing half a record would restart GARM without the other half's providers.
+        with pytest.raises(testing.errors.UncaughtCharmError, match="misses its secret 2"):
+            driver.run(driver.ctx.on.update_status())
