@@ -1,7 +1,8 @@
 """The charm's actions: ``get-credentials`` and ``scaleset-status``.
 
 Each handler reads what it needs and answers through the action event; none writes to GARM or
-changes the charm's status. Every ``get-credentials`` run is a security event (``sensitive_read``)
+changes the charm's status. Results are cut so that none passes Linux's argument limit
+(``split_result``). Every ``get-credentials`` run is a security event (``sensitive_read``)
 naming the action id. Knows Juju (the event, the model) and reads GARM through the client.
 """
 
@@ -9,6 +10,7 @@ from __future__ import annotations
 
 import ops
 
+import juju_limits
 import peer_record
 import secrets_store
 import security_events
@@ -57,9 +59,29 @@ def scaleset_status(charm: ops.CharmBase, event: ops.ActionEvent, api_url: str) 
         event.fail(f"Cannot read scale sets from GARM ({type(exc).__name__}).")
         return
     results: dict[str, str | int] = {
-        "scalesets": format_scaleset_table(report.rows),
+        **split_result("scalesets", format_scaleset_table(report.rows)),
         "count": len(report.rows),
     }
     if report.faults:
-        results["runner-faults"] = format_runner_faults(report.faults)
+        results.update(split_result("runner-faults", format_runner_faults(report.faults)))
     event.set_results(results)
+
+
+def split_result(key: str, table: str) -> dict[str, str | int]:
+    """One table as action results, each within one hook-tool argument.
+
+    ops passes every result to ``action-set`` as one ``key=value`` argument, and Linux refuses
+    an argument over 128 KiB (``juju_limits.MAX_ARG_STRLEN``). A table that fits stays under
+    ``key``; a longer one is cut between rows into ``key`` (with the header), ``key-2``, ...,
+    and ``key-parts`` says how many there are.
+    """
+    lines = table.split("\n")
+    groups = juju_limits.pack(lines, juju_limits.ARG_PIECE_BYTES)
+    if len(groups) == 1:
+        return {key: table}
+    parts: dict[str, str | int] = {
+        (key if number == 1 else f"{key}-{number}"): "\n".join(group)
+        for number, group in enumerate(groups, start=1)
+    }
+    parts[f"{key}-parts"] = len(groups)
+    return parts

@@ -229,7 +229,8 @@ class GarmCharm(ops.CharmBase):
         stored, record = provider_record.load_record(self.model)
         if stored is None:
             record = provider_record.rebuild_missing(workload.planned_providers_json(container))
-        providers = provider_record.merge(record, state.providers)
+        admitted = provider_record.admit(record, provider_record.merge(record, state.providers))
+        providers = admitted.providers
         # Stored before it is published: whatever this hook does next, GARM never runs with a
         # provider the record could forget.
         stored = provider_record.save_record(self.app, self.model, stored, providers)
@@ -244,7 +245,10 @@ class GarmCharm(ops.CharmBase):
         sync = self._sync_garm(state, owned.admin, memory, agent_image.tool_reader(container))
         kept = provider_record.trim(providers, state.providers, sync.live)
         provider_record.save_record(self.app, self.model, stored, kept)
-        return Outcome(sync.status, describe_problems(state.problems), state.blocked)
+        problems = "; ".join(
+            p for p in (admitted.notice(), describe_problems(state.problems)) if p
+        )
+        return Outcome(sync.status, problems, state.blocked or bool(admitted.left_out))
 
     @traced("reconcile.database")
     def _database_config(self, container: ops.Container) -> workload.DatabaseConfig | None:

@@ -6,11 +6,13 @@ here the driver hands that environment to the backend at the moment the charm re
 the hook, as the pod would: the emulator loads the environment's providers, the real-GARM
 harness restarts GARM through the charm's entrypoint with it.
 
-The driver also counts, per hook, the hook tools the charm called (``relation-get``,
-``secret-set``, ``juju-log``, ...: each one is a process start under real Juju), on
-``ops.testing``'s model backend: :attr:`CharmDriver.tool_calls`, and the writes Juju sees among
-them, :meth:`CharmDriver.juju_writes`; and the files it pulled from the workload container
-(:attr:`CharmDriver.pulls`).
+Every hook meets the limits of a real controller (``tests/juju_model_limits.py``): Juju's
+secret sizes for the Juju version the test deploys on, Linux's argument length for the hook
+tools that take their data as arguments. The driver also counts, per hook, the hook tools the
+charm called (``relation-get``, ``secret-set``, ``juju-log``, ...: each one is a process start
+under real Juju), on ``ops.testing``'s model backend: :attr:`CharmDriver.tool_calls`, and the
+writes Juju sees among them, :meth:`CharmDriver.juju_writes`; and the files it pulled from the
+workload container (:attr:`CharmDriver.pulls`).
 
 The container of :func:`base_state` holds what the image ships for agent mode: a manifest and
 small stand-in garm-agent binaries whose digests match it (:func:`write_agent_tools`).
@@ -39,6 +41,7 @@ import workload
 from charm import GarmCharm
 from garm_entrypoint import joined_providers_json
 from leadership import PEER_RELATION
+from tests.juju_model_limits import ModelLimits
 from tests.log_secrets import register_secret
 from tests.rsa_keys import pkcs1_pem
 
@@ -50,7 +53,7 @@ PRIVATE_KEY_VALUE = pkcs1_pem()
 
 
 register_secret(PASSWORD_SECRET_VALUE, PRIVATE_KEY_VALUE)
-_NOT_SECRET_KEYS = frozenset({"username", "email", "full-name", "providers"})
+_NOT_SECRET_KEYS = frozenset({"username", "email", "full-name"})
 
 # The hook tools of ops' model backend (each a process under Juju), as ops.testing mocks them.
 HOOK_TOOLS = (
@@ -96,11 +99,11 @@ def admin_credentials(state: testing.State) -> tuple[str, str] | None:
 def _remember_secret_values(state: testing.State) -> None:
     for secret in state.secrets:
         for content in (secret.tracked_content, secret.latest_content or {}):
-            register_secret(*(v for k, v in content.items() if k not in _NOT_SECRET_KEYS))
-        if secret.label == "garm-providers":
-            for content in (secret.tracked_content, secret.latest_content or {}):
-                for entry in json.loads(content.get("providers", "[]")):
-                    register_secret(entry["password"])
+            if (secret.label or "").startswith("garm-providers"):
+                for value in record_values(content):
+                    register_secret(*(entry["password"] for entry in json.loads(value)))
+            else:
+                register_secret(*(v for k, v in content.items() if k not in _NOT_SECRET_KEYS))
 
 
 @dataclasses.dataclass
@@ -124,9 +127,10 @@ def configurator(
     extra: Mapping[str, str] | None = None,
     provider: bool = True,
     private_key: str = PRIVATE_KEY_VALUE,
+    password_value: str = PASSWORD_SECRET_VALUE,
 ) -> Configurator:
     """Build a configurator relation whose units publish a complete scale set and provider."""
-    password = testing.Secret(tracked_content={"value": PASSWORD_SECRET_VALUE})
+    password = testing.Secret(tracked_content={"value": password_value})
     key = testing.Secret(tracked_content={"value": private_key})
     units_data: dict[int, dict[str, str]] = {}
     for number in range(units):
@@ -163,6 +167,34 @@ def configurator(
         CONFIGURATOR, remote_app_name=app, id=relation_id, remote_units_data=units_data
     )
     return Configurator(relation=relation, secrets=[password, key])
+
+
+def production_configurator(number: int, *, relation_id: int | None = None) -> Configurator:
+    """Configurator ``number`` as an operator names things in production OpenStack.
+
+    Its provider takes about 390 bytes of provider JSON, its own 32-character password
+    included: the size ``docs/reference/limits.md`` measures deployments with.
+    """
+    app = f"runner-configurator-noble-x64-{number:04d}"
+    tenant = f"prod-runners-noble-x64-{number:04d}"
+    password_value = hashlib.sha256(f"openstack-{number}".encode()).hexdigest()[:32]
+    register_secret(password_value)
+    return configurator(
+        app,
+        relation_id=number + 1 if relation_id is None else relation_id,
+        org=f"org-{number}",
+        password_value=password_value,
+        extra={
+            "min_idle_runner": "0",
+            "openstack_auth_url": "https://keystone.ps7.example.com:5000/v3",
+            "openstack_username": f"{tenant}-user",
+            "openstack_project_name": f"{tenant}_project",
+            "openstack_user_domain_name": "ps7_users_domain",
+            "openstack_project_domain_name": "ps7_projects_domain",
+            "openstack_region_name": "prodstack7",
+            "openstack_network": f"{tenant}-net",
+        },
+    )
 
 
 # What a configurator publishes only once its image builder has answered: the image, its
@@ -262,6 +294,31 @@ def without_peer_relation(state: testing.State) -> testing.State:
     """``state`` before Juju has given the unit its ``garm-peers`` relation (install's start)."""
     kept = {relation for relation in state.relations if relation.endpoint != PEER_RELATION}
     return dataclasses.replace(state, relations=kept)
+
+
+def record_secrets(state: testing.State) -> list[dict[str, str]]:
+    """The content of each provider record secret (``garm-providers``, ``-2``, ...), in order."""
+    found = {
+        s.label: s.latest_content or s.tracked_content
+        for s in state.secrets
+        if s.label and s.label.startswith("garm-providers")
+    }
+    return [found[label] for label in sorted(found, key=lambda x: (len(x), x))]
+
+
+def record_values(content: Mapping[str, str]) -> list[str]:
+    """The provider lists of one record secret (``providers``, ``providers-2``, ...)."""
+    return [value for key, value in content.items() if key.startswith("providers")]
+
+
+def recorded_providers(state: testing.State) -> list[str]:
+    """The unit names of the providers the record keeps, over all its secrets and values."""
+    return [
+        entry["unit_name"]
+        for content in record_secrets(state)
+        for value in record_values(content)
+        for entry in json.loads(value)
+    ]
 
 
 def planned_env(state: testing.State) -> dict[str, str]:
@@ -369,16 +426,22 @@ class CharmDriver:
         *,
         ready_timeout: float = 2.0,
         unit_id: int = 0,
+        juju_version: str | None = None,
     ) -> None:
         """Drive a charm whose GARM is ``emulator`` (or a real GARM), starting from ``state``.
 
         ``unit_id`` picks the unit (``garm/<unit_id>``): two drivers with their own GARM and
-        storage play two units of one application.
+        storage play two units of one application. The deployment runs on ``juju_version``
+        (by default the charm's minimum Juju), whose limits every hook meets
+        (:class:`tests.juju_model_limits.ModelLimits`).
         """
         self.emulator = emulator
         self.api_url = emulator.url
         self.ready_timeout = ready_timeout
-        self.ctx = testing.Context(GarmCharm, unit_id=unit_id)
+        self.limits = ModelLimits(juju_version)
+        self.ctx = testing.Context(
+            GarmCharm, unit_id=unit_id, juju_version=self.limits.juju_version
+        )
         self.state = state
         self.replans = 0
         # Pebble's reason when GARM exits within its start window: each replan then raises it.
@@ -406,7 +469,12 @@ class CharmDriver:
         self._tools.calls.clear()
         self._pulls.paths.clear()
         self._start_failed = False
-        with self._wired(), self._tools.counting(), self._pulls.recording():
+        with (
+            self._wired(),
+            self.limits.applied(),
+            self._tools.counting(),
+            self._pulls.recording(),
+        ):
             self.state = self.ctx.run(event, self.state)
         if self._start_failed:
             # Pebble now restarts GARM with its back-off; ops.testing has no back-off state, so

@@ -17,7 +17,6 @@ the proxy can restart the server at one of the charm's calls (``db-restart``).
 
 from __future__ import annotations
 
-import json
 import shutil
 import time
 from collections.abc import Callable
@@ -27,8 +26,7 @@ from typing import Any
 
 from ops import testing
 
-from provider_record import PROVIDER_RECORD_LABEL
-from tests.charm_driver import CharmDriver, base_state, planned_providers
+from tests.charm_driver import CharmDriver, base_state, planned_providers, recorded_providers
 from tests.github_standin import GitHubStandin
 from tests.github_standin.state import StandinSnapshot
 from tests.real_garm.github_apps import register_configured_apps
@@ -183,11 +181,7 @@ class World:
 
     def provider_record(self) -> list[str]:
         """The providers the charm's ``garm-providers`` record keeps (unit names)."""
-        for secret in self.driver.state.secrets:
-            if secret.label == PROVIDER_RECORD_LABEL:
-                content = secret.latest_content or secret.tracked_content
-                return sorted(p["unit_name"] for p in json.loads(content.get("providers", "[]")))
-        return []
+        return sorted(recorded_providers(self.driver.state))
 
     def planned(self) -> list[str]:
         """The providers of the charm's Pebble plan."""
