@@ -20,7 +20,7 @@ from typing import Any, Self
 
 import ops
 
-# Pebble creates its socket about 10 ms after it starts.
+# Pebble answers on its socket about 10 ms after it starts.
 START_TIMEOUT = 10.0
 STOP_TIMEOUT = 10.0
 # The Juju the charm's tests deploy on: Juju 3.6 bundles Pebble v1.26.0.
@@ -50,12 +50,23 @@ class RealPebble:
                 start_new_session=True,
             )
         deadline = time.monotonic() + START_TIMEOUT
-        while not self.socket.exists():
+        # The socket file exists from bind(), a moment before Pebble listens on it: wait for an
+        # answer, not for the file.
+        while not self._answers():
             if self._process.poll() is not None or time.monotonic() > deadline:
                 self.stop()
                 raise RuntimeError(f"pebble did not start: {self.log.read_text()[-2000:]}")
             time.sleep(0.01)
         return self
+
+    def _answers(self) -> bool:
+        if not self.socket.exists():
+            return False
+        try:
+            self.client().get_system_info()
+        except ops.pebble.ConnectionError:
+            return False
+        return True
 
     @property
     def pid(self) -> int:

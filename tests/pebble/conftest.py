@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import shlex
 import sys
+import tempfile
 import uuid
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -30,12 +31,19 @@ STANDIN = Path(__file__).with_name("standin_garm.py")
 
 
 @pytest.fixture
-def pebble(tmp_path: Path) -> Iterator[RealPebble]:
-    """A started real Pebble in the test's directory; skips where none is found."""
+def pebble() -> Iterator[RealPebble]:
+    """A started real Pebble in a directory of its own; skips where none is found.
+
+    Not under ``tmp_path``: pytest removes old numbered base directories when another session
+    starts, and a daemon whose socket directory went away answers nothing.
+    """
     binary = PEBBLE.find()
     if binary is None:
         pytest.skip(PEBBLE.skip_reason())
-    with RealPebble(binary, tmp_path / "pebble") as daemon:
+    with (
+        tempfile.TemporaryDirectory(prefix="garm-pebble-") as root,
+        RealPebble(binary, Path(root) / "pebble") as daemon,
+    ):
         yield daemon
 
 
