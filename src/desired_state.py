@@ -9,6 +9,7 @@ the reconcilers read them.
 
 from __future__ import annotations
 
+import functools
 import hashlib
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
@@ -75,9 +76,12 @@ class CredentialSpec:
         material = f"{self.app_id}\n{self.installation_id}\n{self.private_key}"
         return hashlib.sha256(material.encode("utf-8", "replace")).hexdigest()
 
-    @property
+    @functools.cached_property
     def key_digest(self) -> str:
-        """A digest of the App's public key: tells whether two configurators hold one key."""
+        """A digest of the App's public key: tells whether two configurators hold one key.
+
+        Read once per spec: the merge and the chain ask for it several times in a pass.
+        """
         return public_key_digest(self.private_key)
 
 

@@ -94,7 +94,6 @@ def _hang(pod: Pod, pebble: RealPebble, label: str) -> None:
         > successes
     )
     os.kill(pid, signal.SIGSTOP)
-    hung = time.monotonic()
     unhealthy = _until(lambda: not _healthy(pebble))
     restarted = _until(lambda: _replaced(pod, pid)) + unhealthy
     healthy = _until(lambda: _healthy(pebble)) + restarted
@@ -103,7 +102,6 @@ def _hang(pod: Pod, pebble: RealPebble, label: str) -> None:
         f"{restarted:.1f} s, healthy again after {healthy:.1f} s "
         f"(unhealthy for {healthy - unhealthy:.1f} s)"
     )
-    del hung
 
 
 def main() -> int:
@@ -134,7 +132,7 @@ def main() -> int:
             layered = time.monotonic()
             workload.apply_workload(pod.container, at_start, workload.entrypoint_source())
             [first] = pod.garm_pids()
-            again = _until(lambda: _replaced(pod, first))
+            _until(lambda: _replaced(pod, first))
             print(
                 f"hung at start: Pebble restarted it {time.monotonic() - layered:.1f} s "
                 "after the layer was added"
@@ -148,7 +146,6 @@ def main() -> int:
                     "hung at start, again: not restarted by Pebble within 150 s "
                     f"(health unhealthy: {not _healthy(pebble)})"
                 )
-            del again
     return 0
 
 
