@@ -14,6 +14,7 @@ import os
 import signal
 import subprocess
 import time
+from collections.abc import Mapping
 from pathlib import Path
 from types import SimpleNamespace
 from typing import Any, Self
@@ -30,9 +31,15 @@ JUJU_VERSION = "3.6.12"
 class RealPebble:
     """One Pebble daemon in ``directory``; a context manager that stops it by its pid."""
 
-    def __init__(self, binary: Path, directory: Path) -> None:
-        """Prepare a daemon of ``binary`` whose state directory is ``directory``."""
+    def __init__(
+        self, binary: Path, directory: Path, environment: Mapping[str, str] | None = None
+    ) -> None:
+        """Prepare a daemon of ``binary`` whose state directory is ``directory``.
+
+        ``environment`` is the daemon's (its services inherit it); the test process's by default.
+        """
         self.binary = binary
+        self.environment = dict(os.environ if environment is None else environment)
         self.directory = directory
         self.socket = directory / ".pebble.socket"
         self.log = directory.with_name(f"{directory.name}.log")
@@ -40,7 +47,7 @@ class RealPebble:
 
     def start(self) -> Self:
         """Start the daemon; return once its socket exists."""
-        env = {**os.environ, "PEBBLE": str(self.directory)}
+        env = {**self.environment, "PEBBLE": str(self.directory)}
         with self.log.open("wb") as log:
             self._process = subprocess.Popen(
                 [str(self.binary), "run", "--create-dirs", "--hold"],

@@ -17,12 +17,16 @@ The surface follows the emulator's where the charm driver and the conformance te
 (``url``, ``base_url``, ``requests``, ``writes()``, ``clear_requests()``, ``bootstrap()``,
 ``replan()`` and the read views), so a test can take either backend.
 
-Every process is started in its own session and stopped by its pid (the whole group, so the
-provider children go too). GARM's log is kept in the work directory for failure messages. A
-GARM that exits on its own is started again as Pebble restarts a service of the pod (with its
-backoff); one that does not answer in time is sent SIGQUIT (Go then writes every goroutine's
-stack to the log) and started once more. Both are noted in :attr:`RealGarm.exits` and
-:data:`UNEXPECTED_EXITS`.
+Where real Pebble is found (:data:`tests.local_parts.PEBBLE`), GARM is the service of the
+charm's own layer on a real Pebble (:mod:`tests.real_garm.pebble_service`): Pebble starts and
+stops it, restarts it when it exits (its back-off) and when its ``garm-alive`` check goes down,
+as in the pod, on one port held for the harness's life. Without Pebble, every process is
+started in its own session and stopped by its pid (the whole group, so the provider children go
+too), and a GARM that exits on its own is started again as Pebble would (its back-off). Either
+way, GARM's log is kept in the work directory for failure messages; a GARM that does not answer
+in time is sent SIGQUIT (Go then writes every goroutine's stack to the log) and started once
+more. Exits are noted in :attr:`RealGarm.exits` and :data:`UNEXPECTED_EXITS`. A GARM that
+exits before it answers is the caller's :class:`GarmStartError`, and stays stopped.
 """
 
 from __future__ import annotations
@@ -31,21 +35,23 @@ import contextlib
 import json
 import os
 import secrets
+import shlex
 import signal
 import subprocess
 import sys
 import threading
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any, Self
 
 import httpx
 
 import garm_entrypoint
-from tests.local_parts import GARM
+from tests.local_parts import GARM, PEBBLE
 from tests.log_secrets import register_secret
 from tests.real_garm import provider_standin
+from tests.real_garm.pebble_service import PebbleService, ServiceProcess, alive
 from tests.real_garm.ports import reserved_port
 from tests.real_garm.provider_standin import Catalogue
 from tests.real_garm.proxy import API_PREFIX, RecordedCall, RecordingProxy, writes
@@ -74,10 +80,17 @@ RESTART_DELAY_LIMIT = 30.0
 UNEXPECTED_EXITS: list[str] = []
 
 # Runs the charm's entrypoint with a test layout; the entrypoint then execs GARM in place, so
-# the process started here is GARM itself and its pid is GARM's.
+# the process started here is GARM itself and its pid (written to the pid file first) is GARM's.
+# Its output goes to GARM's log, whoever started it.
 _RUNNER = """
-import json, sys
+import json, os, sys
 from pathlib import Path
+log = os.open(sys.argv[3], os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+os.dup2(log, 1)
+os.dup2(log, 2)
+pid = Path(sys.argv[4])
+pid.with_suffix(".new").write_text(str(os.getpid()))
+pid.with_suffix(".new").replace(pid)
 sys.path.insert(0, sys.argv[1])
 import garm_entrypoint
 fields = json.loads(sys.argv[2])
@@ -92,6 +105,15 @@ class GarmStartError(RuntimeError):
 
 class GarmHungError(GarmStartError):
     """GARM ran but did not answer in time; its goroutines' stacks are at the end of its log."""
+
+    def __init__(self, message: str, *, pid: int) -> None:
+        """``pid``: the GARM that hung (ended since)."""
+        super().__init__(message)
+        self.pid = pid
+
+
+# GARM's process: the harness's child, or Pebble's.
+_Process = subprocess.Popen[bytes] | ServiceProcess
 
 
 def garm_binary() -> Path | None:
@@ -141,6 +163,7 @@ class RealGarm:
             None to have GARM run ``provider_binary`` itself, as on an image without the shim.
         github_endpoint: the JSON body for ``PUT /github/endpoints/github.com`` (the GitHub
             stand-in's URLs), or None to leave GARM pointing at github.com.
+        pebble: the real Pebble to run GARM under, or None to imitate its restarts.
     """
 
     def __init__(
@@ -151,8 +174,10 @@ class RealGarm:
         provider_binary: Path,
         provider_shim: Path | None = None,
         github_endpoint: Mapping[str, str] | None = None,
+        pebble: Path | None = None,
     ) -> None:
         self.workdir = workdir
+        self.pebble = pebble
         self.binary = binary
         self.provider_binary = provider_binary
         self.provider_shim = provider_shim
@@ -165,10 +190,12 @@ class RealGarm:
         # Held while GARM is started or stopped, by the harness or by a restart after an exit.
         self._lock = threading.RLock()
         self._restart_delay = RESTART_DELAY
-        self._process: subprocess.Popen[bytes] | None = None
+        self._process: _Process | None = None
         self._port = 0
         self._token: str | None = None
         self._http: httpx.Client | None = None
+        self._service: PebbleService | None = None
+        self._held_port = contextlib.ExitStack()
         self.proxy = RecordingProxy()
         self.proxy.on_urls_set = self._point_endpoint_once
 
@@ -185,7 +212,8 @@ class RealGarm:
 
         The stand-in is installed under the OpenStack provider's name, next to the shim that
         execs it, with :data:`DEFAULT_CATALOGUE`. ``shim=False`` has GARM run the stand-in
-        directly (what an image without the shim does).
+        directly (what an image without the shim does). GARM runs under the real Pebble where
+        one is found.
 
         Returns a RealGarm whose recording proxy already listens, so its ``url`` can be handed
         to the charm; GARM itself starts with :meth:`start` or the charm's first replan.
@@ -202,6 +230,7 @@ class RealGarm:
             provider_binary=provider,
             provider_shim=install_shim(bin_dir) if shim else None,
             github_endpoint=github_endpoint,
+            pebble=PEBBLE.find(),
         )
         real.proxy.start()
         return real
@@ -304,11 +333,14 @@ class RealGarm:
         with contextlib.suppress(ProcessLookupError):
             os.killpg(process.pid, signal.SIGKILL)
         deadline = time.monotonic() + STOP_TIMEOUT
-        while _alive(process.pid) and time.monotonic() < deadline:
+        while alive(process.pid) and time.monotonic() < deadline:
             time.sleep(0.01)
 
     def reset_restart_delay(self) -> None:
-        """Start the next restart after an exit with the first delay again (a new pod's)."""
+        """Start the imitated restart after an exit with the first delay again (a new pod's).
+
+        The real Pebble keeps its own back-off.
+        """
         self._restart_delay = RESTART_DELAY
 
     def halt(self) -> None:
@@ -318,6 +350,10 @@ class RealGarm:
     def stop(self) -> None:
         """Stop GARM (and everything it started) by its pid, the VMs' agents, then the proxy."""
         self._terminate()
+        if self._service is not None:
+            self._service.close()
+            self._service = None
+        self._held_port.close()
         provider_standin.stop_vm_agents(self.workdir)
         self.proxy.stop()
         if self._http is not None:
@@ -334,6 +370,11 @@ class RealGarm:
     def pid(self) -> int | None:
         """GARM's pid while it runs."""
         return self._process.pid if self._process is not None else None
+
+    @property
+    def pebble_service(self) -> PebbleService | None:
+        """The real Pebble GARM runs under (once started), or None where it is imitated."""
+        return self._service
 
     @property
     def log_path(self) -> Path:
@@ -514,26 +555,37 @@ class RealGarm:
 
     def _launch(self, environment: dict[str, str]) -> None:
         with self._lock:
-            log_start = self.log_path.stat().st_size if self.log_path.exists() else 0
-            try:
-                self._spawn(environment)
-            except GarmHungError:
-                # GARM v0.2.1-afda4e76 was seen to hang, now and then, starting on a database
-                # that holds credentials and entities: its cache worker never finished loading
-                # them (it takes the credentials and the entity cache locks in opposite orders
-                # there). A second start gets through.
-                self._note_exit("hung at start (its goroutines are in its log); started again")
-                log_start = self.log_path.stat().st_size
-                self._spawn(environment)
-            process, started = self._process, time.monotonic()
+            self._start_watched(lambda: self._spawn(environment))
+
+    def _start_watched(self, start: Callable[[], None]) -> None:
+        """Run ``start`` (GARM answers after it), then watch GARM for an exit of its own."""
+        log_start = self.log_path.stat().st_size if self.log_path.exists() else 0
+        try:
+            start()
+        except GarmHungError as hung:
+            # GARM v0.2.1-afda4e76 was seen to hang, now and then, starting on a database
+            # that holds credentials and entities: its cache worker never finished loading
+            # them (it takes the credentials and the entity cache locks in opposite orders
+            # there). A second start gets through.
+            self._note_exit("hung at start (its goroutines are in its log); started again")
+            log_start = self.log_path.stat().st_size
+            if self._service is None:
+                self._spawn(self.environment)
+            else:
+                self._adopt(self._service, hung.pid)  # Pebble restarts it: it exited
+        process, started = self._process, time.monotonic()
         threading.Thread(
             target=self._restart_after_exit, args=(process, started, log_start), daemon=True
         ).start()
 
     def _restart_after_exit(
-        self, process: subprocess.Popen[bytes] | None, started: float, log_start: int
+        self, process: _Process | None, started: float, log_start: int
     ) -> None:
-        """Wait for GARM to end; if nobody stopped or replaced it, restart it as Pebble does."""
+        """Wait for GARM to end; if nobody stopped or replaced it, it is restarted as in a pod.
+
+        Under the real Pebble, Pebble restarts it and the harness waits for that GARM; else the
+        harness starts it after Pebble's back-off.
+        """
         if process is None:
             return
         code = process.wait()
@@ -543,11 +595,15 @@ class RealGarm:
             up_for = time.monotonic() - started
             reason = self._exit_reason(log_start)
             self._note_exit(f"exited with {code} after {up_for:.0f} s: {reason}")
-            if up_for >= RESTART_DELAY_LIMIT:
-                self._restart_delay = RESTART_DELAY
-            time.sleep(self._restart_delay)
-            self._restart_delay = min(2 * self._restart_delay, RESTART_DELAY_LIMIT)
+            service = self._service
             try:
+                if service is not None:
+                    self._start_watched(lambda: self._adopt(service, process.pid))
+                    return
+                if up_for >= RESTART_DELAY_LIMIT:
+                    self._restart_delay = RESTART_DELAY
+                time.sleep(self._restart_delay)
+                self._restart_delay = min(2 * self._restart_delay, RESTART_DELAY_LIMIT)
                 self._launch(self.environment)
             except GarmStartError as exc:
                 self._process = None
@@ -572,24 +628,71 @@ class RealGarm:
         if env.get(garm_entrypoint.GARM_DB_BACKEND) == garm_entrypoint.BACKEND_SQLITE:
             # The pod's storage path, moved into the work directory.
             env[garm_entrypoint.GARM_SQLITE_DB_FILE] = str(self.workdir / "garm.db")
+        self.pid_path.unlink(missing_ok=True)
+        if self.pebble is not None:
+            self._spawn_under_pebble(env)
+            return
         # The port stays reserved until GARM answers on it, so what answers is this GARM.
         with reserved_port() as port:
             self._port = port
-            command = [
-                sys.executable,
-                "-c",
-                _RUNNER,
-                str(SRC_DIR),
-                json.dumps(self._layout(port)),
-            ]
             with self.log_path.open("ab") as log:
                 self._process = subprocess.Popen(
-                    command, env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True
+                    self._command(port),
+                    env=env,
+                    stdout=log,
+                    stderr=subprocess.STDOUT,
+                    start_new_session=True,
                 )
-            self.starts += 1
-            self.proxy.retarget(port)
-            self._token = None
-            self._wait_until_answering()
+            self._started()
+
+    def _spawn_under_pebble(self, env: dict[str, str]) -> None:
+        """Plan and start GARM on the real Pebble; a GARM that exits at start stays stopped."""
+        assert self.pebble is not None
+        if self._service is None:
+            self._service = PebbleService(self.pebble)
+            # Pebble restarts GARM on the same port: held for the harness's life, no other
+            # process's port 0 can take it while GARM is down.
+            self._port = self._held_port.enter_context(reserved_port())
+        check_url = f"http://127.0.0.1:{self._port}/metrics"
+        self._service.start(shlex.join(self._command(self._port)), env, check_url)
+        try:
+            self._adopt(self._service, None)
+        except GarmStartError as failed:
+            if not isinstance(failed, GarmHungError):  # a hung one is Pebble's to restart
+                self._service.stop()
+            raise
+
+    def _adopt(self, service: PebbleService, old_pid: int | None) -> None:
+        """Take the GARM Pebble started in place of ``old_pid``; return once it answers."""
+        deadline = time.monotonic() + START_TIMEOUT
+        while (pid := self._written_pid()) is None or pid == old_pid or not alive(pid):
+            if time.monotonic() > deadline:
+                raise GarmStartError(f"Pebble did not start GARM ({service.state()})")
+            time.sleep(0.02)
+        self._process = ServiceProcess(pid, service, service.log_size())
+        self._started()
+
+    def _written_pid(self) -> int | None:
+        try:
+            return int(self.pid_path.read_text(encoding="ascii"))
+        except (OSError, ValueError):
+            return None
+
+    @property
+    def pid_path(self) -> Path:
+        """Where the runner writes GARM's pid before it execs GARM."""
+        return self.workdir / "garm.pid"
+
+    def _command(self, port: int) -> list[str]:
+        layout = json.dumps(self._layout(port))
+        log, pid = str(self.log_path), str(self.pid_path)
+        return [sys.executable, "-c", _RUNNER, str(SRC_DIR), layout, log, pid]
+
+    def _started(self) -> None:
+        self.starts += 1
+        self.proxy.retarget(self._port)
+        self._token = None
+        self._wait_until_answering()
 
     def _wait_until_answering(self) -> None:
         deadline = time.monotonic() + START_TIMEOUT
@@ -608,21 +711,24 @@ class RealGarm:
             raise GarmStartError(f"GARM did not answer in {START_TIMEOUT} s:\n{self.log_tail()}")
         # Go writes every goroutine's stack to the log on SIGQUIT: where GARM waits. Then the
         # whole group goes, as on a stop.
-        with contextlib.suppress(ProcessLookupError):
-            os.kill(process.pid, signal.SIGQUIT)
-        with contextlib.suppress(subprocess.TimeoutExpired):
+        process.send_signal(signal.SIGQUIT)
+        with contextlib.suppress(subprocess.TimeoutExpired, TimeoutError):
             process.wait(timeout=STOP_TIMEOUT)
         with contextlib.suppress(ProcessLookupError):
             os.killpg(process.pid, signal.SIGKILL)
         process.wait(timeout=STOP_TIMEOUT)
         raise GarmHungError(
             f"GARM did not answer in {START_TIMEOUT} s (its goroutines: {self.log_path}):\n"
-            + self.log_tail()
+            + self.log_tail(),
+            pid=process.pid,
         )
 
     def _terminate(self) -> None:
         with self._lock:
             process, self._process = self._process, None
+        if self._service is not None:
+            self._service.stop()
+            return
         if process is None or process.poll() is not None:
             return
         with contextlib.suppress(ProcessLookupError):
@@ -660,16 +766,6 @@ class RealGarm:
             return
         _check(response)
         self._endpoint_pointed = True
-
-
-def _alive(pid: int) -> bool:
-    """Whether process ``pid`` exists and is not a zombie (dead, not reaped yet)."""
-    try:
-        stat = Path(f"/proc/{pid}/stat").read_text(encoding="utf-8")
-    except OSError:
-        return False
-    # The state follows the command name, which is in parentheses and may hold spaces.
-    return stat.rsplit(")", 1)[1].split()[0] != "Z"
 
 
 def _new_user(username: str, password: str) -> dict[str, str]:
