@@ -13,6 +13,13 @@ the charm's layer (``workload.build_layer``) on a real Pebble, GARM played by th
    restarts it, and whether Pebble restarts the one that hangs again (it does not: Pebble's
    action fires when a check goes from up to down, and that check never was up).
 
+Then, where real GARM is found too, the same on **real GARM** as the real-GARM harness runs it
+under this Pebble (the charm's layer; :mod:`tests.real_garm.pebble_service`):
+
+4. **killed** (SIGKILL): seconds until Pebble's restarted GARM answers its API again;
+5. **hung** (SIGSTOP right after a passing check): seconds until the check is down, and until
+   Pebble's restarted GARM answers its API again.
+
 The results are written down in ``docs/reference/workload.md``.
 """
 
@@ -30,10 +37,13 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+import httpx
+import ops
+
 import workload
-from tests.local_parts import PEBBLE
+from tests.local_parts import GARM, PEBBLE
 from tests.pebble.conftest import Pod, standin_command
-from tests.real_garm.harness import standalone_environment
+from tests.real_garm.harness import RealGarm, standalone_environment
 from tests.real_garm.ports import reserved_port
 from tests.real_pebble import RealPebble
 
@@ -146,7 +156,50 @@ def main() -> int:
                     "hung at start, again: not restarted by Pebble within 150 s "
                     f"(health unhealthy: {not _healthy(pebble)})"
                 )
+    _real_garm()
     return 0
+
+
+def _real_garm() -> None:
+    """Kill, then hang, real GARM under the real Pebble; print the times."""
+    binary = GARM.find()
+    if binary is None:
+        print(f"real GARM NOT MEASURED: {GARM.skip_reason()}")
+        return
+    with tempfile.TemporaryDirectory() as scratch:
+        garm = RealGarm.prepare(Path(scratch), binary=binary, github_endpoint={})
+        try:
+            garm.start()
+            service = garm.pebble_service
+            assert service is not None
+            killed = garm.pid
+            os.kill(killed or 0, signal.SIGKILL)
+            answering = _until(lambda: _real_answers(garm, killed))
+            print(f"real GARM killed: answering again after {answering:.1f} s")
+            successes = service.check().successes
+            _until(lambda: service.check().successes > successes)
+            hung = garm.pid
+            os.kill(hung or 0, signal.SIGSTOP)
+            down = _until(lambda: service.check().status == ops.pebble.CheckStatus.DOWN)
+            answering = _until(lambda: _real_answers(garm, hung)) + down
+            print(
+                f"real GARM hung: check down after {down:.1f} s, "
+                f"answering again after {answering:.1f} s"
+            )
+        finally:
+            garm.stop()
+
+
+def _real_answers(garm: RealGarm, old_pid: int | None) -> bool:
+    """A GARM other than ``old_pid`` runs and answers (Pebble restarted it)."""
+    if garm.pid in (None, old_pid):
+        return False
+    try:
+        # GARM itself, not the recording proxy (which answers 502 for a GARM that is down).
+        httpx.get(f"http://127.0.0.1:{garm.port}/api/v1/controller-info", timeout=1)
+    except httpx.TransportError:
+        return False
+    return True
 
 
 if __name__ == "__main__":
