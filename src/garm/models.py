@@ -197,6 +197,9 @@ class ScaleSet(ResponseModel):
     tags: list[Tag] | None = None
     template_id: int | None = None
     updated_at: datetime | None = None
+    # Jobs GitHub has assigned to the scale set, as GARM last recorded them (omitted when 0).
+    desired_runner_count: int | None = None
+    runner_bootstrap_timeout: int | None = None
     provider_name: str | None = None
     org_id: str | None = None
     org_name: str | None = None
@@ -335,6 +338,7 @@ class UpdateScaleSetParams(RequestModel):
     extra_specs: dict[str, Any] | None = None
     template_id: int | None = None
     enable_shell: bool | None = None
+    runner_bootstrap_timeout: int | None = None
 
 
 class CreateTemplateParams(RequestModel):

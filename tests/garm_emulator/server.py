@@ -239,6 +239,9 @@ class GarmEmulator:
         """
         with self.state.lock:
             self.state.providers = list(providers)
+            # Each scale-set worker starts again from the database's row.
+            for row in self.state.scalesets.values():
+                row.worker_demand = row.desired_runner_count
 
     def replan(self, environment: Mapping[str, str]) -> None:
         """Restart as GARM does when Pebble replans with ``environment``: new providers only."""
@@ -649,6 +652,17 @@ class GarmEmulator:
                 inst.updated_at = updated_at
             inst.provider_fault = provider_fault
             return self.state.instance_wire(inst)
+
+    def stall_demand(self, scaleset_name: str, count: int, recorded_at: datetime) -> None:
+        """GARM's stale desired count: the database records ``count``, the worker never hears.
+
+        What the race in GARM's scale-set worker leaves (``tests/conformance/stall.py``): the
+        row holds the demand and the time it was recorded, the worker keeps scaling to its old
+        copy until an update that changes the row, or a restart, makes it read the row again.
+        """
+        with self.state.lock:
+            row = self._row(scaleset_name)
+            row.desired_runner_count, row.updated_at = count, recorded_at
 
     def add_template(self, name: str, data: bytes, description: str = "") -> dict[str, Any]:
         """Store a user template."""

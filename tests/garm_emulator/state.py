@@ -7,6 +7,7 @@ server.
 
 from __future__ import annotations
 
+import dataclasses
 import base64
 import binascii
 import json
@@ -197,6 +198,10 @@ class ScaleSetRow:
     generation: int = 0
     github_scale_set_id: int = 0
     state: str = "created"
+    # GitHub's assigned jobs as GARM's database records them, and the scale-set worker's own
+    # copy, which only a database event that changes the row (or a restart) refreshes.
+    desired_runner_count: int = 0
+    worker_demand: int = 0
 
 
 @dataclass
@@ -887,6 +892,7 @@ class GarmState:
             "generation": row.generation,
             "endpoint": self.endpoint_values(),
             "runner_bootstrap_timeout": row.runner_bootstrap_timeout,
+            "desired_runner_count": row.desired_runner_count,
             "extra_specs": row.extra_specs,
             "github-runner-group": row.runner_group,
             # GARM returns tags in no fixed order: reversed here, so nothing can rely on one.
@@ -1103,6 +1109,7 @@ class GarmState:
             )
         if body.get("name") or body.get("runner_group"):
             self._check_name_on_github(row, row.entity_id, body)
+        unchanged = dataclasses.astuple(row)
         row.template_id = template_id
         before = [getattr(row, key) for key in self._GENERATION_FIELDS]
         for key, attr in self._POINTER_FIELDS:
@@ -1114,7 +1121,11 @@ class GarmState:
                 setattr(row, key, body[key])
         if [getattr(row, key) for key in self._GENERATION_FIELDS] != before:
             row.generation += 1
-        row.updated_at = self.now
+        if dataclasses.astuple(row) != unchanged:
+            # GARM writes the row, and tells the scale-set worker, only when a field changed:
+            # the worker then takes the row as the database has it, desired count included.
+            row.updated_at = self.now
+            row.worker_demand = row.desired_runner_count
         return self.scaleset_wire(row)
 
     def delete_scaleset(self, scaleset_id: int) -> None:
@@ -1298,7 +1309,8 @@ class GarmState:
             or (i.status == "running" and i.runner_status == "idle")
         )
         room = row.max_runners - len(runners)
-        for _ in range(max(0, min(row.min_idle_runners - ready, room))):
+        # GARM's worker scales to its own copy of the demand (measured: a stale copy stalls it).
+        for _ in range(max(0, min(row.min_idle_runners + row.worker_demand - ready, room))):
             self.insert_instance(row)
 
     def _scale_down(self, row: ScaleSetRow) -> None:
