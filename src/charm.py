@@ -101,6 +101,7 @@ class _Sync:
 
     status: ops.StatusBase
     live: list[ScaleSet] | None = None
+    restart_garm: bool = False
 
 
 class GarmCharm(ops.CharmBase):
@@ -243,6 +244,8 @@ class GarmCharm(ops.CharmBase):
             # GARM exits at start, or an operator stopped it: no GARM to wait 30 s for.
             return Outcome(self._not_running_status(container, running))
         sync = self._sync_garm(state, owned.admin, memory, agent_image.tool_reader(container))
+        if sync.restart_garm:
+            _restart_for_stall(container, sync.status)
         kept = provider_record.trim(providers, state.providers, sync.live)
         provider_record.save_record(self.app, self.model, stored, kept)
         problems = "; ".join(
@@ -335,7 +338,8 @@ class GarmCharm(ops.CharmBase):
                 security_events.token_refused(admin.username)
             return _Sync(_sync_failed(exc))
         peer_record.save(self.model, result.memory)
-        return _Sync(_chain_status(state, [*result.notices, *state.notices]), result.live)
+        status = _chain_status(state, [*result.notices, *state.notices])
+        return _Sync(status, result.live, result.restart_garm)
 
     def _not_running_status(self, container: ops.Container, state: str) -> ops.StatusBase:
         refused = database.login_refused_status(workload.planned_database(container))
@@ -345,6 +349,16 @@ class GarmCharm(ops.CharmBase):
         container = self.unit.get_container(workload.CONTAINER_NAME)
         refused = database.login_refused_status(workload.planned_database(container))
         return refused or ops.WaitingStatus(WAITING_READY)
+
+
+def _restart_for_stall(container: ops.Container, status: ops.StatusBase) -> None:
+    """Restart GARM for a scale set it stopped scaling that an update did not bring back."""
+    # A restart has every one of GARM's scale-set workers read its row again.
+    container.restart(workload.SERVICE_NAME)
+    security_events.garm_restarted(
+        security_events.STALLED_SCALESET,
+        f"The charm restarted GARM: an update did not make it scale again ({status.message})",
+    )
 
 
 def _sync_failed(exc: GarmApiError) -> ops.StatusBase:

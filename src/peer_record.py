@@ -11,6 +11,8 @@ What a pass learns and the next one needs (``reconcile.chain.Memory``):
 - ``incumbents``: which configurator holds each scale-set name, entity and GitHub App
   credential in GARM (with a digest of that App's public key, never the key), so that the next
   parse gives a held name to its holder whatever the relation order.
+- ``stalled-scalesets``: per scale set GARM stopped scaling, the last recovery step, when it
+  was taken and since when GARM sat on the demand; kept while it is short of runners.
 
 The databag survives a pod replacement and a leader change; only the leader, which runs GARM,
 writes it, and only what changed. Knows Juju; must not import the GARM client.
@@ -20,6 +22,7 @@ from __future__ import annotations
 
 import json
 import logging
+from datetime import datetime
 from typing import cast
 
 import ops
@@ -29,12 +32,14 @@ from desired_state import Incumbents, entity_key
 from leadership import PEER_RELATION
 from reconcile.chain import Memory
 from reconcile.scalesets.faults import RememberedFault
+from reconcile.scalesets.stall import Recovery, Step
 
 logger = logging.getLogger(__name__)
 
 SENT_CREDENTIALS_KEY = "sent-credentials"
 RUNNER_FAULTS_KEY = "runner-faults"
 INCUMBENTS_KEY = "incumbents"
+STALLS_KEY = "stalled-scalesets"
 
 
 def load(model: ops.Model) -> Memory:
@@ -54,7 +59,8 @@ def load(model: ops.Model) -> Memory:
             fields = cast(list[object], entry)
             if len(fields) == 2 and all(isinstance(f, str) for f in fields):
                 faults[name] = RememberedFault(str(fields[0]), str(fields[1]))
-    return Memory(sent, faults, _incumbents(_object(data, INCUMBENTS_KEY)))
+    stalls = _stalls(_object(data, STALLS_KEY))
+    return Memory(sent, faults, _incumbents(_object(data, INCUMBENTS_KEY)), stalls)
 
 
 def save(model: ops.Model, memory: Memory) -> None:
@@ -68,6 +74,11 @@ def save(model: ops.Model, memory: Memory) -> None:
         wanted[SENT_CREDENTIALS_KEY] = json.dumps(dict(sorted(memory.sent.items())))
     faults = {name: [f.fault, f.since] for name, f in sorted(memory.faults.items())}
     wanted[RUNNER_FAULTS_KEY] = json.dumps(faults)
+    stalls = {
+        name: [r.step.value, r.at.isoformat(), r.since.isoformat()]
+        for name, r in sorted(memory.stalls.items())
+    }
+    wanted[STALLS_KEY] = json.dumps(stalls)
     held = memory.incumbents
     if held.scalesets or held.entities or held.credentials:
         record: dict[str, object] = {
@@ -95,6 +106,19 @@ def _incumbents(raw: dict[str, object]) -> Incumbents:
     held_entities = {entity_key(kind, name): app for kind, name, app in _triples(entities)}
     held_credentials = {a: (b, c) for a, b, c in _triples(raw.get("credentials"))}
     return Incumbents(held_scalesets, held_entities, held_credentials)
+
+
+def _stalls(raw: dict[str, object]) -> dict[str, Recovery]:
+    """The recovery step per scale set; an unreadable entry is left out (its stall starts over)."""
+    stalls: dict[str, Recovery] = {}
+    for name, entry in raw.items():
+        for step, at, since in _triples([entry]):
+            try:
+                when, first = datetime.fromisoformat(at), datetime.fromisoformat(since)
+                stalls[name] = Recovery(Step(step), when, first)
+            except ValueError:
+                continue
+    return stalls
 
 
 def _triples(raw: object) -> list[tuple[str, str, str]]:

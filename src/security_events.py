@@ -30,11 +30,14 @@ AUTHZ_FAIL = "authz_fail"
 AUTHN_TOKEN_DELETE = "authn_token_delete"  # noqa: S105 - an event name
 SENSITIVE_DELETE = "sensitive_delete"
 SYS_SHUTDOWN = "sys_shutdown"
+SYS_RESTART = "sys_restart"
 SYS_CRASH = "sys_crash"
 
 # sys_shutdown details: why GARM stops.
 STANDBY = "standby"
 APPLICATION_REMOVAL = "application-removal"
+# sys_restart detail: why the charm restarts GARM.
+STALLED_SCALESET = "stalled-scaleset"
 
 
 class Level(enum.Enum):
@@ -167,6 +170,17 @@ def garm_stopped(reason: str, description: str) -> None:
     """The charm stopped GARM on this unit (``reason``: ``standby``)."""
     emit(
         SYS_SHUTDOWN,
+        f"{_unit()},{reason}",
+        description,
+        outcome=Outcome.SUCCESS,
+        obj="service/garm",
+    )
+
+
+def garm_restarted(reason: str, description: str) -> None:
+    """The charm restarted GARM on this unit (``reason``: ``stalled-scaleset``)."""
+    emit(
+        SYS_RESTART,
         f"{_unit()},{reason}",
         description,
         outcome=Outcome.SUCCESS,

@@ -15,6 +15,7 @@ import dataclasses
 import logging
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
+from datetime import UTC, datetime
 
 from desired_state import (
     CredentialSpec,
@@ -25,7 +26,7 @@ from desired_state import (
     app_of_provider,
     entity_key,
 )
-from garm import GarmClient, ScaleSet
+from garm import GarmClient, Instance, ScaleSet
 from notices import Notice, Severity
 from reconcile.agent_tools import sync_agent_tools
 from reconcile.charmed_template import apply_charmed_template
@@ -34,7 +35,8 @@ from reconcile.entities import EntityReconciler
 from reconcile.scalesets.faults import RememberedFault, carry_faults, fault_notices
 from reconcile.scalesets.names import logical_of
 from reconcile.scalesets.progress import progress_notices
-from reconcile.scalesets.reconciler import ScalesetReconciler
+from reconcile.scalesets.reconciler import ReconcileResult, ScalesetReconciler
+from reconcile.scalesets.stall import Recovery, StallWatch, shortfalls, watch_stalls
 from telemetry import tracer
 
 logger = logging.getLogger(__name__)
@@ -49,11 +51,13 @@ class Memory:
             the charm keeps no such memory (then a rotated key goes unnoticed).
         faults: the last provider fault per live scale set whose runners have not come up.
         incumbents: which configurator holds each scale-set name and entity in GARM.
+        stalls: what was done about each scale set GARM stopped scaling, while it is short.
     """
 
     sent: dict[str, str] | None = None
     faults: dict[str, RememberedFault] = field(default_factory=dict[str, RememberedFault])
     incumbents: Incumbents = field(default_factory=Incumbents)
+    stalls: dict[str, Recovery] = field(default_factory=dict[str, Recovery])
 
 
 @dataclass(frozen=True)
@@ -65,11 +69,13 @@ class ChainResult:
         notices: what each reconciler held back, the changeovers under way, the runners that
             cannot start and the configurators that have published nothing yet.
         memory: what the next pass needs to know.
+        restart_garm: whether a scale set GARM stopped scaling needs GARM restarted.
     """
 
     live: list[ScaleSet]
     notices: list[Notice]
     memory: Memory
+    restart_garm: bool = False
 
 
 def run_chain(
@@ -123,6 +129,8 @@ def run_chain(
         # One listing for every scale set: a runner the cloud refuses shows nowhere else.
         instances = client.list_instances() if result.live else []
         faults = carry_faults(memory.faults, result.live, instances)
+    with spans.start_as_current_span("reconcile.stalls"):
+        stalls = _watch_stalls(client, state, result, instances, faults, memory.stalls)
     if state.prune:
         with spans.start_as_current_span("reconcile.deletions"):
             in_use = entities.prune(state.entities, result.live, held=held.entities)
@@ -134,6 +142,7 @@ def run_chain(
         *result.notices,
         *progress_notices(result.progress),
         *fault_notices(faults),
+        *stalls.notices,
         *(
             Notice(Severity.WAITING, app, "waiting for relation data")
             for app in state.unpublished_apps
@@ -154,7 +163,32 @@ def run_chain(
     return ChainResult(
         result.live,
         notices,
-        Memory(credentials.sent, faults, incumbents_of(result.live, held_credentials)),
+        Memory(
+            credentials.sent,
+            faults,
+            incumbents_of(result.live, held_credentials),
+            stalls.recoveries,
+        ),
+        stalls.restart,
+    )
+
+
+def _watch_stalls(
+    client: GarmClient,
+    state: DesiredState,
+    result: ReconcileResult,
+    instances: Sequence[Instance],
+    faults: Mapping[str, RememberedFault],
+    remembered: Mapping[str, Recovery],
+) -> StallWatch:
+    """The scale sets GARM stopped scaling, among the charm's own that no hold keeps as is."""
+    held = state.held
+    eligible = {s.name for s in state.scalesets} - set(held.scalesets)
+    mine = [s for s in result.live if app_of_provider(s.provider_name or "") not in held.apps]
+    now = datetime.now(UTC)
+    found = shortfalls(mine, instances, now, eligible=eligible, faulted=faults.keys())
+    return watch_stalls(
+        client, found, remembered, instances=instances, changing=bool(result.progress), now=now
     )
 
 

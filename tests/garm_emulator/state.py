@@ -7,9 +7,9 @@ server.
 
 from __future__ import annotations
 
-import dataclasses
 import base64
 import binascii
+import dataclasses
 import json
 import re
 import threading
@@ -1121,12 +1121,15 @@ class GarmState:
                 setattr(row, key, body[key])
         if [getattr(row, key) for key in self._GENERATION_FIELDS] != before:
             row.generation += 1
-        if dataclasses.astuple(row) != unchanged:
+        self._written(row, unchanged)
+        return self.scaleset_wire(row)
+
+    def _written(self, row: ScaleSetRow, before: tuple[Any, ...]) -> None:
+        if dataclasses.astuple(row) != before:
             # GARM writes the row, and tells the scale-set worker, only when a field changed:
             # the worker then takes the row as the database has it, desired count included.
             row.updated_at = self.now
             row.worker_demand = row.desired_runner_count
-        return self.scaleset_wire(row)
 
     def delete_scaleset(self, scaleset_id: int) -> None:
         row = self.scalesets.get(scaleset_id)
@@ -1316,8 +1319,9 @@ class GarmState:
     def _scale_down(self, row: ScaleSetRow) -> None:
         # GARM reaps idle runners above the scale set's idle target, enabled or not: disabling
         # alone stops new runners, but only zeroed counts (what the charm sends when it
-        # retires or sweeps a scale set) let the idle ones go. Job demand is not modelled.
-        target = min(row.min_idle_runners, row.max_runners)
+        # retires or sweeps a scale set) let the idle ones go. The worker's copy of the job
+        # demand (0 unless a test records one) keeps that many more.
+        target = min(row.min_idle_runners + row.worker_demand, row.max_runners)
         idle = [
             i
             for i in self.scaleset_instances(row.id)

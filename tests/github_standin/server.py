@@ -349,6 +349,13 @@ class GitHubStandin:
         """
         return self.state.queue_job(scaleset_name, labels, repository)
 
+    def assign_job_heard(self, scaleset_name: str) -> int:
+        """An assigned job whose messages GARM has handled already (none is posted); its id.
+
+        What GitHub holds when GARM's worker lost the job's demand (``conformance/stall.py``).
+        """
+        return self.state.assign_job_heard(scaleset_name)
+
     def start_job(self, job_id: int, runner_name: str) -> None:
         """Start an acquired job on a runner GARM created (JobStarted; runner online, busy)."""
         self.state.start_job(job_id, runner_name)

@@ -463,6 +463,19 @@ class StandinState:
     def queue_job(self, scale_set_name: str, labels: list[str] | None, repository: str) -> int:
         """Queue a job for a scale set (JobAvailable); return its id."""
         with self._cond:
+            job = self._new_job(scale_set_name, labels, repository)
+            self._post(self._scale_sets[job.scale_set_id], "JobAvailable", [job])
+            return job.id
+
+    def assign_job_heard(self, scale_set_name: str) -> int:
+        """A job GARM acquired and whose messages it acknowledged long ago; return its id."""
+        with self._cond:
+            job = self._new_job(scale_set_name, None, "repo")
+            job.state, job.assigned_at = ASSIGNED, time.time()
+            return job.id
+
+    def _new_job(self, scale_set_name: str, labels: list[str] | None, repository: str) -> Job:
+        with self._cond:
             scale_set = self._scale_set_named(scale_set_name)
             job_id = next(self._next_id["job"])
             owner = self._tenant_name(scale_set.tenant_id)
@@ -478,8 +491,7 @@ class StandinState:
                 queued_at=time.time(),
             )
             self._jobs[job_id] = job
-            self._post(scale_set, "JobAvailable", [job])
-            return job_id
+            return job
 
     def _tenant_name(self, tenant_id: int) -> str:
         for entity, tenant in self._tenants.items():
