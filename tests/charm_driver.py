@@ -1,10 +1,11 @@
 """Drive the real charm through ``ops.testing`` against a GARM: the emulator or the real one.
 
-Only two things are replaced: the URL the charm reaches GARM at, and what a Pebble replan does
-to GARM. In a pod, a replan that changes the layer restarts GARM with the layer's environment;
-here the driver hands that environment to the backend at the moment the charm replans, inside
-the hook, as the pod would: the emulator loads the environment's providers, the real-GARM
-harness restarts GARM through the charm's entrypoint with it.
+Only two things are replaced: the URL the charm reaches GARM at, and what a Pebble replan (or
+a restart of GARM's service) does to GARM. In a pod, a replan that changes the layer restarts
+GARM with the layer's environment; here the driver hands that environment to the backend at the
+moment the charm replans or restarts the service, inside the hook, as the pod would: the
+emulator loads the environment's providers, the real-GARM harness restarts GARM through the
+charm's entrypoint with it.
 
 Every hook meets the limits of a real controller (``tests/juju_model_limits.py``): Juju's
 secret sizes for the Juju version the test deploys on, Linux's argument length for the hook
@@ -444,6 +445,8 @@ class CharmDriver:
         )
         self.state = state
         self.replans = 0
+        # Restarts of GARM's service the charm asked Pebble for (not through a replan).
+        self.restarts = 0
         # Pebble's reason when GARM exits within its start window: each replan then raises it.
         self.start_failure: str | None = None
         self._start_failed = False
@@ -586,7 +589,16 @@ class CharmDriver:
                 _halt(self.emulator)
             return stopped
 
+        real_restart = ops.Container.restart
+
+        def restart(container: ops.Container, *names: str) -> None:
+            real_restart(container, *names)
+            if workload.SERVICE_NAME in names:
+                self.restarts += 1
+                self.emulator.replan(workload.planned_environment(container))
+
         with (
+            mock.patch.object(ops.Container, "restart", restart),
             mock.patch.object(GarmCharm, "garm_api_url", self.api_url),
             mock.patch.object(GarmCharm, "ready_timeout", self.ready_timeout),
             mock.patch.object(workload, "apply_workload", apply_and_restart),

@@ -623,8 +623,11 @@ def test_scaleset_status_action(driver: CharmDriver, garm: GarmEmulator):
     results = driver.ctx.action_results or {}
     assert results["count"] == 1
     lines = results["scalesets"].splitlines()
-    assert lines[0].split() == ["LOGICAL", "SCALESET", "ENABLED", "PHASE", "RUNNERS", "PROVIDER"]
+    assert lines[0].split() == [
+        *("LOGICAL", "SCALESET", "ENABLED", "PHASE", "RUNNERS", "PROVIDER", "SCALING")
+    ]
     assert lines[1].split()[:4] == ["cfg-a-runners", "cfg-a-runners-18515357", "true", "active"]
+    assert lines[1].split()[-1] == "ok"
     assert garm.writes() == []
 
 

@@ -218,11 +218,13 @@ def watch_stalls(
         recovery = _next(before, now, since, restart_allowed=not (restarted_lately or in_flight))
         acted = recovery is not before
         if acted and recovery.step is Step.UPDATED:
-            _update(client, shortfall, watch.notices)
+            if not _update(client, shortfall, watch.notices):
+                recovery = before  # the next pass tries the update again
         elif acted:
             watch.restart = restarted_lately = True
-        watch.recoveries[name] = recovery
-        exhausted = recovery.step is Step.RESTARTED and not acted
+        if recovery is not None:
+            watch.recoveries[name] = recovery
+        exhausted = recovery is not None and recovery.step is Step.RESTARTED and not acted
         severity = Severity.BLOCKED if exhausted else Severity.WAITING
         watch.notices.append(Notice(severity, logical_of(name), stall.words()))
     if watch.restart:
@@ -247,8 +249,11 @@ def _next(
     return before
 
 
-def _update(client: GarmClient, shortfall: Shortfall, notices: list[Notice]) -> None:
-    """Write the scale set twice (bootstrap timeout up one, then back) so its worker reads it."""
+def _update(client: GarmClient, shortfall: Shortfall, notices: list[Notice]) -> bool:
+    """Write the scale set twice (bootstrap timeout up one, then back) so its worker reads it.
+
+    Returns whether GARM took both writes; a refusal or failure is the scale set's notice.
+    """
     scaleset = shortfall.scaleset
     timeout = scaleset.runner_bootstrap_timeout or GARM_BOOTSTRAP_TIMEOUT
     logger.warning(
@@ -265,6 +270,8 @@ def _update(client: GarmClient, shortfall: Shortfall, notices: list[Notice]) -> 
             )
     if refused.error is not None:
         logger.warning("GARM refused the update of scale set %r: %s", scaleset.name, refused.error)
+        return False
+    return True
 
 
 def _status(instance: Instance) -> str:

@@ -8,8 +8,9 @@ rendering. Knows GARM through the client; must not import ops (the action handle
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass
+from datetime import UTC, datetime
 
 from desired_state import ScalesetSpec
 from garm import GarmClient, ScaleSet
@@ -17,6 +18,7 @@ from reconcile.scalesets.faults import RememberedFault, RunnerFault, runner_faul
 from reconcile.scalesets.names import dedupe_specs, family_names
 from reconcile.scalesets.placement import resolve_target
 from reconcile.scalesets.retirement import Phase, draining_phase
+from reconcile.scalesets.stall import shortfalls
 
 
 @dataclass(frozen=True)
@@ -50,9 +52,13 @@ def read_status(
     counts: dict[str, int | None] = {
         s.name: per_id[s.id] for s in scalesets if s.name and s.id is not None
     }
-    rows = scaleset_status_rows(desired, scalesets, counts)
     faults = runner_faults(scalesets, instances)
     current = {f.scaleset for f in faults}
+    found = shortfalls(
+        scalesets, instances, datetime.now(UTC), faulted=current | set(remembered or {})
+    )
+    stalled = {s.scaleset.name or "" for s in found if s.stall is not None}
+    rows = scaleset_status_rows(desired, scalesets, counts, stalled)
     faults += [
         RunnerFault(name, REPLACED_RUNNER, memory.fault)
         for name, memory in sorted((remembered or {}).items())
@@ -61,7 +67,18 @@ def read_status(
     return StatusReport(rows, faults)
 
 
-STATUS_TABLE_COLUMNS = ("LOGICAL", "SCALESET", "ENABLED", "PHASE", "RUNNERS", "PROVIDER")
+STATUS_TABLE_COLUMNS = (
+    "LOGICAL",
+    "SCALESET",
+    "ENABLED",
+    "PHASE",
+    "RUNNERS",
+    "PROVIDER",
+    "SCALING",
+)
+# In the SCALING column: GARM wants more runners than it lists and is not creating them.
+STALLED = "stalled"
+SCALING = "ok"
 FAULT_TABLE_COLUMNS = ("RUNNER", "SCALESET", "FAULT")
 # In the RUNNER column: GARM has already replaced the runner that had this fault.
 REPLACED_RUNNER = "-"
@@ -78,6 +95,7 @@ class StatusRow:
     phase: str
     runners: int | None
     provider: str
+    scaling: str = SCALING
 
     def cells(self) -> tuple[str, ...]:
         """Return the row's table cells, in column order."""
@@ -88,6 +106,7 @@ class StatusRow:
             self.phase,
             "?" if self.runners is None else str(self.runners),
             self.provider or "-",
+            self.scaling,
         )
 
 
@@ -109,6 +128,7 @@ def scaleset_status_rows(
     desired: Sequence[ScalesetSpec],
     scalesets: Sequence[ScaleSet],
     runner_counts: Mapping[str, int | None],
+    stalled: Collection[str] = (),
 ) -> list[StatusRow]:
     """Compute the rows of the ``scaleset-status`` table; makes no GARM call.
 
@@ -116,6 +136,7 @@ def scaleset_status_rows(
         desired: the desired specs (the first of each logical name wins).
         scalesets: GARM's scale set listing.
         runner_counts: runners listed per live name; a missing or None count shows as unknown.
+        stalled: live names GARM has stopped scaling (``reconcile.scalesets.stall``).
 
     Returns:
         One row per named live scale set: claimed generations sorted by logical then live name,
@@ -134,12 +155,15 @@ def scaleset_status_rows(
         runners = runner_counts.get(name)
         enabled = scaleset.enabled is True
         provider = scaleset.provider_name or ""
+        scaling = STALLED if name in stalled else SCALING
         if name not in owner:
-            orphans.append(StatusRow(ORPHAN_LOGICAL, name, enabled, "orphaned", runners, provider))
+            orphans.append(
+                StatusRow(ORPHAN_LOGICAL, name, enabled, "orphaned", runners, provider, scaling)
+            )
             continue
         logical, target = owner[name]
         phase = _row_phase(scaleset, target, observed, runners)
-        claimed.append(StatusRow(logical, name, enabled, phase, runners, provider))
+        claimed.append(StatusRow(logical, name, enabled, phase, runners, provider, scaling))
     claimed.sort(key=lambda row: (row.logical, row.scaleset))
     return claimed + orphans
 

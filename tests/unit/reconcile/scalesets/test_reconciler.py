@@ -1382,26 +1382,22 @@ def test_status_awaiting_deletion_and_unknown_counts() -> None:
     assert new.cells()[4] == "?"
 
 
+HEADER = ("LOGICAL", "SCALESET", "ENABLED", "PHASE", "RUNNERS", "PROVIDER", "SCALING")
+
+
 def test_status_table_is_fixed_width() -> None:
     desired = [make_spec()]
     scalesets = [_listed(name=LIVE, enabled=True), ScaleSet.model_validate({"name": "x"})]
     rows = scaleset_status_rows(desired, scalesets, {LIVE: 12, "x": 0})
     table = format_scaleset_table(rows).splitlines()
-    assert table[0].split() == ["LOGICAL", "SCALESET", "ENABLED", "PHASE", "RUNNERS", "PROVIDER"]
-    assert table[1].split() == ["my-scaleset", LIVE, "true", "active", "12", PROVIDER]
-    assert table[2].split() == ["-", "x", "false", "orphaned", "0", "-"]
+    assert table[0].split() == [*HEADER]
+    assert table[1].split() == ["my-scaleset", LIVE, "true", "active", "12", PROVIDER, "ok"]
+    assert table[2].split() == ["-", "x", "false", "orphaned", "0", "-", "ok"]
     starts = [
         line.index(word) for line, word in zip(table, ["ENABLED", "true", "false"], strict=True)
     ]
     assert len(set(starts)) == 1
-    assert format_scaleset_table([]).split() == [
-        "LOGICAL",
-        "SCALESET",
-        "ENABLED",
-        "PHASE",
-        "RUNNERS",
-        "PROVIDER",
-    ]
+    assert format_scaleset_table([]).split() == [*HEADER]
 
 
 def test_status_rows_from_the_emulator_listing(
