@@ -86,6 +86,8 @@ def test_the_charm_calls_no_pebble_method_beyond_the_list() -> None:
         "pull",
         "push",
         "replan",
+        # ops.Container.restart falls back to stop and start where Pebble has no restart action.
+        "restart",
         "stop",
     }
     called = set(re.findall(r"container\.([a-z_]+)\(", _source()))
