@@ -168,24 +168,16 @@ def deleted(kind: str, name: str, garm_id: object) -> None:
 
 def garm_stopped(reason: str, description: str) -> None:
     """The charm stopped GARM on this unit (``reason``: ``standby``)."""
-    emit(
-        SYS_SHUTDOWN,
-        f"{_unit()},{reason}",
-        description,
-        outcome=Outcome.SUCCESS,
-        obj="service/garm",
-    )
+    _service_event(SYS_SHUTDOWN, reason, description)
 
 
 def garm_restarted(reason: str, description: str) -> None:
     """The charm restarted GARM on this unit (``reason``: ``stalled-scaleset``)."""
-    emit(
-        SYS_RESTART,
-        f"{_unit()},{reason}",
-        description,
-        outcome=Outcome.SUCCESS,
-        obj="service/garm",
-    )
+    _service_event(SYS_RESTART, reason, description)
+
+
+def _service_event(event: str, reason: str, description: str) -> None:
+    emit(event, f"{_unit()},{reason}", description, outcome=Outcome.SUCCESS, obj="service/garm")
 
 
 def application_removal(outcome: Outcome, description: str) -> None:
