@@ -63,7 +63,7 @@ def expected_alert_rules(state: testing.State, rules_file: Path = RULES_FILE) ->
         for rule in group["rules"]:
             rule["expr"] = re.sub(r"%%juju_topology%%,?", 'job=~".+"', rule["expr"])
             rule["labels"] = {
-                **rule["labels"],
+                **rule.get("labels", {}),
                 "juju_model": state.model.name,
                 "juju_model_uuid": state.model.uuid,
                 "juju_application": "garm",
