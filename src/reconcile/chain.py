@@ -36,7 +36,13 @@ from reconcile.scalesets.faults import RememberedFault, carry_faults, fault_noti
 from reconcile.scalesets.names import logical_of
 from reconcile.scalesets.progress import progress_notices
 from reconcile.scalesets.reconciler import ReconcileResult, ScalesetReconciler
-from reconcile.scalesets.stall import Recovery, StallWatch, shortfalls, watch_stalls
+from reconcile.scalesets.stall import (
+    Recovery,
+    StallWatch,
+    confirmed,
+    shortfalls,
+    watch_stalls,
+)
 from telemetry import tracer
 
 logger = logging.getLogger(__name__)
@@ -187,8 +193,14 @@ def _watch_stalls(
     mine = [s for s in result.live if app_of_provider(s.provider_name or "") not in held.apps]
     now = datetime.now(UTC)
     found = shortfalls(mine, instances, now, eligible=eligible, faulted=faults.keys())
+    found, relisted = confirmed(client, found, now)
     return watch_stalls(
-        client, found, remembered, instances=instances, changing=bool(result.progress), now=now
+        client,
+        found,
+        remembered,
+        instances=instances if relisted is None else relisted,
+        changing=bool(result.progress),
+        now=now,
     )
 
 

@@ -30,6 +30,7 @@ from __future__ import annotations
 
 import enum
 import logging
+import time
 from collections.abc import Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
@@ -44,6 +45,8 @@ logger = logging.getLogger(__name__)
 # GARM's worker creates a missing runner within one autoscale tick (5 s); a demand it has not
 # acted on for this long is not slowness.
 STALL_AFTER = timedelta(minutes=3)
+# One autoscale tick of GARM's worker (5 s), and a margin: what a stall is looked at again after.
+RECHECK_AFTER = timedelta(seconds=6)
 # At most one GARM restart for stalled scale sets in this time.
 RESTART_BACKOFF = timedelta(hours=1)
 # Runners on their way up: their scale set is scaling.
@@ -169,6 +172,30 @@ def shortfalls(
         stall = Stall(name, wants, len(mine), since) if stalled and since else None
         found.append(Shortfall(scaleset, scaleset_id, wants, len(mine), stall))
     return sorted(found, key=lambda s: s.scaleset.name or "")
+
+
+def confirmed(
+    client: GarmClient, found: Sequence[Shortfall], now: datetime
+) -> tuple[list[Shortfall], list[Instance] | None]:
+    """Look at GARM's runners once more before naming a stall; the new listing if read.
+
+    A runner GARM has just deleted (its job done, its create failed) leaves its scale set short
+    until the worker's next autoscale tick, at most 5 s later. A stall seen again after
+    :data:`RECHECK_AFTER` is no such gap.
+    """
+    if not any(s.stall is not None for s in found):
+        return list(found), None
+    _pause(RECHECK_AFTER.total_seconds())
+    instances = client.list_instances()
+    again = shortfalls([s.scaleset for s in found], instances, now)
+    still = {s.scaleset_id for s in again if s.stall is not None}
+    kept = [s for s in again if s.scaleset_id in still or s.stall is None]
+    return kept, instances
+
+
+def _pause(seconds: float) -> None:
+    """Let GARM's worker act (tests replace this)."""
+    time.sleep(seconds)
 
 
 def watch_stalls(

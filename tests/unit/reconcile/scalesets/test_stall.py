@@ -7,15 +7,20 @@ from __future__ import annotations
 
 from datetime import datetime, timedelta
 
+import pytest
+
 from garm import GarmClient
 from notices import Notice, Severity
+from reconcile.scalesets import stall
 from reconcile.scalesets.stall import (
+    RECHECK_AFTER,
     RESTART_BACKOFF,
     STALL_AFTER,
     Recovery,
     Shortfall,
     StallWatch,
     Step,
+    confirmed,
     shortfalls,
     watch_stalls,
 )
@@ -168,3 +173,32 @@ def test_a_refused_update_is_the_scalesets_notice(
     # Nothing remembered: the next pass tries the update again, not a restart.
     assert watch.recoveries == {}
     assert not _watch(client, ready_emulator.now).restart
+
+
+def test_a_gap_garm_fills_within_its_autoscale_tick_is_not_a_stall(
+    ready_emulator: GarmEmulator, client: GarmClient, monkeypatch: pytest.MonkeyPatch
+):
+    _stalled(ready_emulator)
+    _stalled(ready_emulator, OTHER)
+    waited: list[float] = []
+
+    def garm_replaces_a_deleted_runner(seconds: float) -> None:
+        waited.append(seconds)
+        ready_emulator.add_instance(LIVE, status="pending_create", runner_status="pending")
+
+    monkeypatch.setattr(stall, "_pause", garm_replaces_a_deleted_runner)
+    found, relisted = confirmed(client, _found(client, ready_emulator.now), ready_emulator.now)
+    assert waited == [RECHECK_AFTER.total_seconds()]
+    assert [s.scaleset.name for s in found] == [OTHER]
+    assert relisted is not None and len(relisted) == 1
+
+
+def test_no_second_look_without_a_suspected_stall(
+    ready_emulator: GarmEmulator, client: GarmClient, monkeypatch: pytest.MonkeyPatch
+):
+    _stalled(ready_emulator, ago=timedelta(seconds=30))
+    monkeypatch.setattr(stall, "_pause", lambda _: pytest.fail("looked twice"))
+    found = _found(client, ready_emulator.now)
+    ready_emulator.clear_requests()
+    assert confirmed(client, found, ready_emulator.now) == (found, None)
+    assert ready_emulator.requests == []
