@@ -10,7 +10,8 @@ message, a restart makes the worker read the scale set from the database.
 
 A story that queues a job on real GARM (the simulation, the fault campaign) awaits
 :func:`demand_recorded`, restarts GARM, and awaits :func:`listening`, so that it cannot flake
-on that race.
+on that race. The charm recovers such a stall itself (``reconcile.scalesets.stall``), but only
+once GARM has sat on the demand for minutes; the stories restart GARM so as not to wait.
 """
 
 from __future__ import annotations
