@@ -354,7 +354,11 @@ class GarmCharm(ops.CharmBase):
 def _restart_for_stall(container: ops.Container, status: ops.StatusBase) -> None:
     """Restart GARM for a scale set it stopped scaling that an update did not bring back."""
     # A restart has every one of GARM's scale-set workers read its row again.
-    container.restart(workload.SERVICE_NAME)
+    try:
+        container.restart(workload.SERVICE_NAME)
+    except (ops.pebble.APIError, ops.pebble.ChangeError) as exc:
+        logger.warning("Restarting GARM for a stalled scale set failed: %s", exc)
+        return
     security_events.garm_restarted(
         security_events.STALLED_SCALESET,
         f"The charm restarted GARM: an update did not make it scale again ({status.message})",
