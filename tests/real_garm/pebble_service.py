@@ -67,10 +67,17 @@ class PebbleService:
         layer["services"][workload.SERVICE_NAME]["command"] = command
         layer["checks"][workload.CHECK_NAME]["http"] = {"url": check_url}
         self.client.add_layer(LAYER_LABEL, layer, combine=True)
+        self.client.start_checks([workload.CHECK_NAME])
         self.client.start_services([workload.SERVICE_NAME], timeout=0)
 
     def stop(self) -> None:
-        """Stop GARM as Pebble stops a service (SIGTERM to its group, SIGKILL after 5 s)."""
+        """Stop GARM as Pebble stops a service (SIGTERM to its group, SIGKILL after 5 s).
+
+        Its check goes too, as when the charm stops GARM: the harness keeps GARM stopped for
+        a while (a snapshot, a pod being replaced), and a check left running would count
+        failures then, and restart the next GARM as soon as that one started.
+        """
+        self.client.stop_checks([workload.CHECK_NAME])
         if self.state() not in ("inactive", "error"):
             self.client.stop_services([workload.SERVICE_NAME])
 
