@@ -50,7 +50,8 @@ def scaleset_status(charm: ops.CharmBase, event: ops.ActionEvent, api_url: str) 
         event.fail("GARM is not bootstrapped yet: its admin credentials do not exist.")
         return
     memory = peer_record.load(charm.model)
-    state = CharmState.from_charm(charm, memory.incumbents)
+    # The table needs the scale sets' names and placement, never a configurator's secret.
+    state = CharmState.from_charm(charm, memory.incumbents, read_secrets=False)
     try:
         with GarmClient(api_url) as client:
             secrets_store.admin_login(client, admin)

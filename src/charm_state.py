@@ -56,6 +56,8 @@ class CharmState(DesiredState):
         charm: ops.CharmBase,
         incumbents: Incumbents | None = None,
         tools: AgentTools | None = None,
+        *,
+        read_secrets: bool = True,
     ) -> CharmState:
         """Read the configurator, debug-ssh and ingress relations and the secrets.
 
@@ -63,13 +65,16 @@ class CharmState(DesiredState):
             charm: the charm whose model is read.
             incumbents: who holds which name in GARM (as the last pass saw it).
             tools: the garm-agent binaries the image ships, as read from its manifest.
+            read_secrets: False reads no configurator secret, for a reader of names and scale
+                sets only (``configurator_parser.parse_configurator_units``).
 
         Returns:
             The parsed state (a ``DesiredState``).
         """
         relations = sorted(charm.model.relations[CONFIGURATOR_RELATION_NAME], key=lambda r: r.id)
         units = _relation_units(relations)
-        parsed = parse_configurator_units(units, _juju_secret_reader(charm.model), incumbents)
+        reader = _juju_secret_reader(charm.model) if read_secrets else None
+        parsed = parse_configurator_units(units, reader, incumbents)
         debug_relations = sorted(
             charm.model.relations[DEBUG_SSH_RELATION_NAME], key=lambda r: r.id
         )

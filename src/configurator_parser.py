@@ -42,6 +42,9 @@ from runner_options import RunnerConfig
 
 logger = logging.getLogger(__name__)
 
+# What every secret reads as in a parse that reads none (``read_secret`` None).
+UNREAD_SECRET = "(not read)"  # noqa: S105 - a placeholder, not a secret
+
 # (databag key, name used in the warning) for the fields a scale set cannot do without.
 _SCALESET_REQUIRED = (
     ("provider_name", "provider_name"),
@@ -53,7 +56,9 @@ _SCALESET_REQUIRED = (
 
 
 def parse_configurator_units(
-    units: Sequence[UnitData], read_secret: SecretReader, incumbents: Incumbents | None = None
+    units: Sequence[UnitData],
+    read_secret: SecretReader | None,
+    incumbents: Incumbents | None = None,
 ) -> ConfiguratorInputs:
     """Parse the garm-configurator unit databags into this pass's desired state.
 
@@ -70,7 +75,9 @@ def parse_configurator_units(
     Args:
         units: remote unit databags, sorted by relation id then unit name.
         read_secret: returns the ``value`` of a configurator secret by URI, or None when it
-            cannot be read (the reader logs why).
+            cannot be read (the reader logs why). None reads no secret, for a caller that needs
+            only names and scale sets: every secret reads as ``UNREAD_SECRET``, unchecked
+            (two configurators sharing an App then read as holding the same key).
         incumbents: who holds which name in GARM; they keep it whatever the relation order.
 
     Returns:
@@ -85,7 +92,7 @@ def parse_configurator_units(
 class _ConfiguratorParser:
     """Accumulates the parse of one pass per configurator, then merges the configurators."""
 
-    def __init__(self, read_secret: SecretReader) -> None:
+    def __init__(self, read_secret: SecretReader | None) -> None:
         self._read_secret = read_secret
         self._secret_cache: dict[str, str | None] = {}
         self._contributions: dict[int, Contribution] = {}
@@ -122,6 +129,8 @@ class _ConfiguratorParser:
         self._add_scaleset(contribution, unit)
 
     def _secret(self, uri: str) -> str | None:
+        if self._read_secret is None:
+            return UNREAD_SECRET
         if uri not in self._secret_cache:
             self._secret_cache[uri] = self._read_secret(uri)
         return self._secret_cache[uri]
@@ -199,6 +208,9 @@ class _ConfiguratorParser:
             return
         name = credential_name(*ids)
         private_key = self._secret(uri)
+        if self._read_secret is None:
+            c.credentials[ids] = _credential(c, ids, UNREAD_SECRET)
+            return
         if private_key is None:
             logger.warning(
                 "skipping credential %s from %s: private key secret %s is unreadable",
@@ -227,15 +239,7 @@ class _ConfiguratorParser:
             )
             _problem(c, unit, key_problem)
             return
-        c.credentials[ids] = CredentialSpec(
-            name=name,
-            endpoint=DEFAULT_GITHUB_ENDPOINT,
-            app_id=ids[0],
-            installation_id=ids[1],
-            private_key=private_key,
-            description=MANAGED_CREDENTIAL_DESCRIPTION,
-            source=c.app,
-        )
+        c.credentials[ids] = _credential(c, ids, private_key)
 
     def _add_entity(self, c: Contribution, unit: UnitData, ids: tuple[int, int]) -> None:
         target = entity_target(unit.data)
@@ -266,6 +270,18 @@ class _ConfiguratorParser:
         # published the provider wins because only its provider is registered in GARM.
         if current is None or (from_provider_unit and not current.from_provider_unit):
             c.scalesets[spec.name] = Candidate(spec, from_provider_unit)
+
+
+def _credential(c: Contribution, ids: tuple[int, int], private_key: str) -> CredentialSpec:
+    return CredentialSpec(
+        name=credential_name(*ids),
+        endpoint=DEFAULT_GITHUB_ENDPOINT,
+        app_id=ids[0],
+        installation_id=ids[1],
+        private_key=private_key,
+        description=MANAGED_CREDENTIAL_DESCRIPTION,
+        source=c.app,
+    )
 
 
 def _scaleset_spec(c: Contribution, unit: UnitData) -> ScalesetSpec | None:

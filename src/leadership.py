@@ -24,6 +24,7 @@ import ops
 
 import security_events
 import workload
+from database import POSTGRESQL_RELATION
 from workload import GARM_PORT
 
 logger = logging.getLogger(__name__)
@@ -31,8 +32,6 @@ logger = logging.getLogger(__name__)
 PEER_RELATION = "garm-peers"
 LEADER_KEY = "leader"
 GARM_UNIT_KEY = "garm-unit"
-# The backend is PostgreSQL exactly when this relation exists (SPEC 6.2); every unit can see it.
-POSTGRESQL_RELATION = "postgresql"
 
 UNITS_ON_SQLITE = (
     "{units} units on SQLite, which supports one: run 'juju scale-application {app} 1'"
@@ -43,6 +42,7 @@ DATABASE_ELSEWHERE = (
 
 
 def _on_sqlite(model: ops.Model) -> bool:
+    # The backend is PostgreSQL exactly when this relation exists; every unit can see it.
     return not model.relations[POSTGRESQL_RELATION]
 
 

@@ -631,6 +631,18 @@ def test_scaleset_status_action(driver: CharmDriver, garm: GarmEmulator):
     assert garm.writes() == []
 
 
+def test_scaleset_status_reads_no_configurator_secret(driver: CharmDriver):
+    deploy(driver)
+    driver.add_configurator(configurator("cfg-a", relation_id=1))
+    driver.add_configurator(configurator("cfg-b", relation_id=2, org="org-b"))
+    driver.run(driver.ctx.on.update_status())
+    assert driver.tool_calls["secret_get"] > 1  # a pass reads the configurators' App keys
+    results = driver.run_action("scaleset-status")
+    assert results["count"] == 2
+    # The admin credentials, to log in; none of the configurators' secrets.
+    assert driver.tool_calls["secret_get"] == 1
+
+
 def _advance_until(garm: GarmEmulator, reached: Callable[[], object]) -> None:
     """Let the emulator's GARM work, 30 s a step, until ``reached`` (at most ten minutes)."""
     for _ in range(20):

@@ -30,8 +30,11 @@ FAULT_LINE_LIMIT = 120
 # stderr: <err>: exit status <n>". The provider's stderr is what says what went wrong.
 _PROVIDER_OUTPUT = re.compile(r"stdout: .*?; stderr: (?P<stderr>.*): exit status \d+$", re.S)
 # A cloud's refusal can quote what it refused: user data (which holds the runner's token) or
-# a key. Any long run of token characters is cut out of what is shown.
+# a key. Any long run of token characters is cut out of what is shown, except a server tag
+# (``garm-pool-id=<scale set>-<entity UUID>``, which Nova refuses over 60 characters): a
+# lower-case key and a value of short hyphenated words, which no token or key looks like.
 _TOKEN_RUN = re.compile(r"[A-Za-z0-9+/=_-]{32,}")
+_TAG = re.compile(r"[a-z][a-z0-9]*(?:-[a-z0-9]+)*=(?:[A-Za-z0-9_]{1,16}-)*[A-Za-z0-9_]{1,16}")
 
 
 @dataclass(frozen=True)
@@ -80,10 +83,14 @@ def fault_line(encoded: str | None) -> str:
     if output:
         text = output.group("stderr")
     line = " ".join(part.strip() for part in text.splitlines() if part.strip())
-    line = _TOKEN_RUN.sub("[...]", line)
+    line = _TOKEN_RUN.sub(_cut_token, line)
     if len(line) > FAULT_LINE_LIMIT:
         return "..." + line[-(FAULT_LINE_LIMIT - 3) :]
     return line
+
+
+def _cut_token(run: re.Match[str]) -> str:
+    return run.group() if _TAG.fullmatch(run.group()) else "[...]"
 
 
 def runner_faults(

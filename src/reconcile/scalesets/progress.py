@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from notices import Notice, Severity, summarise
+from notices import Notice, Severity
 from reconcile.scalesets.retirement import Phase, ScalesetProgress
 
 
@@ -34,16 +34,3 @@ def progress_notices(progress: Sequence[ScalesetProgress]) -> list[Notice]:
         Notice(Severity.PROGRESS, name, phase.words(runners[name]))
         for name, phase in phases.items()
     ]
-
-
-def progress_message(progress: Sequence[ScalesetProgress]) -> str:
-    """Summarise changeovers in flight: at most two logical names, sorted, then ``+N more``.
-
-    Args:
-        progress: the reconciler's progress entries.
-
-    Returns:
-        For example ``"a: creating replacement; b: awaiting deletion; +2 more"``, or ``""``
-        when nothing is in flight.
-    """
-    return summarise(progress_notices(progress))

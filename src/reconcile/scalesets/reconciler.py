@@ -116,7 +116,6 @@ class _Pass:
     client: GarmClient
     clock: Callable[[], datetime]
     created: list[ScaleSet] = field(default_factory=list[ScaleSet])
-    deleted_ids: set[int] = field(default_factory=set[int])
     notices: list[Notice] = field(default_factory=list[Notice])
     _entity_ids: dict[str, dict[EntityKey, str]] = field(
         default_factory=dict[str, dict[EntityKey, str]]
@@ -125,10 +124,8 @@ class _Pass:
     def __post_init__(self) -> None:
         self.templates = CustomTemplates(self.client)
         runners = RunnerRemover(self.client, self.clock)
-        self.retirement = Retirement(
-            self.client, self.clock, runners, self.templates, self.deleted_ids
-        )
-        self.sweep = OrphanSweep(self.client, runners, self.notices, self.deleted_ids)
+        self.retirement = Retirement(self.client, self.clock, runners, self.templates)
+        self.sweep = OrphanSweep(self.client, runners)
 
     def run(
         self,
@@ -187,8 +184,9 @@ class _Pass:
                 self.templates.delete(name)
 
         # The raw listing keeps nameless scale sets: they exist and hold on to their provider.
-        live = [s for s in listing if s.id is None or s.id not in self.deleted_ids]
-        return ReconcileResult(progress, live + self.created, self.notices)
+        deleted = self.retirement.deleted_ids | self.sweep.deleted_ids
+        live = [s for s in listing if s.id is None or s.id not in deleted]
+        return ReconcileResult(progress, live + self.created, self.notices + self.sweep.notices)
 
     @staticmethod
     def _observe(listing: Iterable[ScaleSet]) -> dict[str, ScaleSet]:

@@ -103,7 +103,6 @@ class Retirement:
         clock: Callable[[], datetime],
         runners: RunnerRemover,
         templates: CustomTemplates,
-        deleted_ids: set[int],
     ) -> None:
         """Create the retirement of one pass.
 
@@ -112,13 +111,13 @@ class Retirement:
             clock: returns the current time (timezone-aware), for the drain deadline.
             runners: removes idle runners past the deadline.
             templates: the pass's custom templates; a deleted generation's goes with it.
-            deleted_ids: the pass's record of deleted scale sets, added to here.
         """
         self._client = client
         self._clock = clock
         self._runners = runners
         self._templates = templates
-        self._deleted_ids = deleted_ids
+        # The ids of the predecessors this pass deleted, for the pass's live listing.
+        self.deleted_ids: set[int] = set()
 
     def retire_replaced(
         self,
@@ -216,7 +215,7 @@ class Retirement:
         if refused.error is not None:
             logger.warning("Failed to delete scaleset %r; will retry: %s", old.name, refused.error)
             return False
-        self._deleted_ids.add(old.id)
+        self.deleted_ids.add(old.id)
         deleted("scaleset", old.name or "", old.id)
         self._templates.delete(old.name or "")
         return True

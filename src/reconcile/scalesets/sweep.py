@@ -27,21 +27,18 @@ class OrphanSweep:
         self,
         client: GarmClient,
         runners: RunnerRemover,
-        notices: list[Notice],
-        deleted_ids: set[int],
     ) -> None:
         """Create the sweep of one pass.
 
         Args:
             client: an authenticated GARM client.
             runners: removes the idle runners of a disabled scale set.
-            notices: the pass's notices, added to while a scale set drains.
-            deleted_ids: the pass's record of deleted scale sets, added to here.
         """
         self._client = client
         self._runners = runners
-        self._notices = notices
-        self._deleted_ids = deleted_ids
+        # What the sweep leaves for the pass: notices while a scale set drains, deleted ids.
+        self.notices: list[Notice] = []
+        self.deleted_ids: set[int] = set()
 
     def delete_orphaned(self, scaleset: ScaleSet) -> bool:
         """Take one step towards deleting ``scaleset``; True once it is deleted."""
@@ -56,25 +53,25 @@ class OrphanSweep:
         name = scaleset.name or ""
         subject = logical_of(name)
         if _needs_disable(scaleset) and not self._disable(scaleset.id, name):
-            self._notices.append(Notice(Severity.WAITING, subject, "removal deferred"))
+            self.notices.append(Notice(Severity.WAITING, subject, "removal deferred"))
             return False
         remaining = self._runners.remove(scaleset.id, name)
         if remaining:
             phase = draining_phase(remaining if remaining > 0 else None)
             text = f"{phase} (no longer configured)"
-            self._notices.append(Notice(Severity.PROGRESS, subject, text))
+            self.notices.append(Notice(Severity.PROGRESS, subject, text))
             return False
         with contain() as refused:
             self._client.delete_scaleset(scaleset.id)
         if refused.error is not None:
             logger.warning("Failed to delete scaleset %r; will retry: %s", name, refused.error)
-            self._notices.append(
+            self.notices.append(
                 Notice(Severity.PROGRESS, subject, Phase.AWAITING_DELETION.words())
             )
             return False
         logger.info("Deleted scaleset %r (id=%s)", name, scaleset.id)
         deleted("scaleset", name, scaleset.id)
-        self._deleted_ids.add(scaleset.id)
+        self.deleted_ids.add(scaleset.id)
         return True
 
     def _disable(self, scaleset_id: int, name: str) -> bool:

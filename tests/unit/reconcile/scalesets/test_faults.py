@@ -5,6 +5,8 @@ from __future__ import annotations
 import base64
 from datetime import UTC, datetime
 
+import pytest
+
 from garm import Instance, ScaleSet
 from notices import Notice, Severity
 from reconcile.scalesets.faults import (
@@ -61,6 +63,28 @@ def test_token_like_runs_are_cut_out():
     assert (
         fault_line(_b64(quoted)) == "Invalid input for field user_data. Value: [...]. is too long"
     )
+
+
+# Nova's refusal of a server tag over 60 characters, in gophercloud's words.
+TAG = "garm-pool-id=ubuntu-noble-x64-large-1a2b3c4d-6f1d2c3a-8b7e-5d4c-9a0b-1c2d3e4f5a6b"
+TAG_REFUSAL_END = f"Invalid input for field/attribute 0. Value: {TAG}. '{TAG}' is too long"
+
+
+def test_a_refused_server_tag_keeps_its_value():
+    stderr = f"failed to create server: Bad request with: {TAG_REFUSAL_END}"
+    assert fault_line(_b64(GARM_WRAPPER.format(stderr=stderr))).endswith(TAG_REFUSAL_END[-100:])
+
+
+@pytest.mark.parametrize(
+    "quoted",
+    [
+        "token=" + "QUJD" * 10,  # a value no tag has: one long word
+        "Token=" + "-".join(["abcdefgh12"] * 4),  # a key no tag has
+        "QUJD" * 10 + "==",  # base64 with its padding
+    ],
+)
+def test_a_token_shaped_like_a_key_and_value_is_still_cut(quoted: str):
+    assert fault_line(_b64(f"refused {quoted} here")) == "refused [...] here"
 
 
 def test_fault_line_without_garm_s_wrapper_is_the_text_itself():

@@ -4,8 +4,14 @@ from __future__ import annotations
 
 import pytest
 
-from reconcile.scalesets.progress import progress_message
+from notices import summarise
+from reconcile.scalesets.progress import progress_notices
 from reconcile.scalesets.retirement import Handover, ScalesetProgress
+
+
+def progress_message(progress: list[ScalesetProgress]) -> str:
+    """The status text of the changeover notices alone, as the charm summarises notices."""
+    return summarise(progress_notices(progress))
 
 
 def _entry(

@@ -24,6 +24,7 @@ from garm import (
     GithubApp,
     ScaleSet,
 )
+from notices import summarise
 from reconcile.scalesets.names import (
     LABEL_HASH_LENGTH,
     MAX_SCALESET_NAME_LENGTH,
@@ -32,7 +33,7 @@ from reconcile.scalesets.names import (
     target_scaleset_name,
 )
 from reconcile.scalesets.placement import placed_scaleset_name
-from reconcile.scalesets.progress import progress_message
+from reconcile.scalesets.progress import progress_notices
 from reconcile.scalesets.reconciler import ScalesetReconciler
 from reconcile.scalesets.retirement import DRAIN_DEADLINE, Handover, Phase, ScalesetProgress
 from reconcile.scalesets.runners import MAX_JOB_RUNTIME
@@ -596,7 +597,7 @@ def test_replacement_timeline(garm: GarmEmulator, reconciler: ScalesetReconciler
 
     first = reconciler.reconcile([changed])
     assert first.progress == [ScalesetProgress("my-scaleset", LIVE, NEW_LIVE, 0, Handover.PENDING)]
-    assert progress_message(first.progress) == "my-scaleset: creating replacement"
+    assert summarise(progress_notices(first.progress)) == "my-scaleset: creating replacement"
     assert row(garm, LIVE).enabled is True
     assert row(garm, NEW_LIVE).labels == sorted(NEW_LABELS)
     assert {s.name for s in first.live} == {LIVE, NEW_LIVE}
@@ -604,7 +605,7 @@ def test_replacement_timeline(garm: GarmEmulator, reconciler: ScalesetReconciler
     garm.clear_requests()
     second = reconciler.reconcile([changed])
     assert second.progress == [ScalesetProgress("my-scaleset", LIVE, NEW_LIVE, 1)]
-    assert progress_message(second.progress) == "my-scaleset: draining 1 runner"
+    assert summarise(progress_notices(second.progress)) == "my-scaleset: draining 1 runner"
     (retire,) = calls(garm, "PUT", rf"/scalesets/{old_id}")
     assert retire.body == {"enabled": False, "min_idle_runners": 0, "max_runners": 0}
     assert "enabled" not in garm.scaleset_by_name(LIVE)
@@ -614,7 +615,7 @@ def test_replacement_timeline(garm: GarmEmulator, reconciler: ScalesetReconciler
     garm.clear_requests()
     third = reconciler.reconcile([changed])
     assert third.progress == []
-    assert progress_message(third.progress) == ""
+    assert summarise(progress_notices(third.progress)) == ""
     assert names(garm) == {NEW_LIVE}
     assert garm.template_by_name(f"github_linux-{LIVE}") is None
     assert garm.template_by_name(f"github_linux-{NEW_LIVE}") is not None
@@ -706,7 +707,7 @@ def test_two_label_changes_mid_drain_retire_both(
     assert all(p.handover is Handover.DONE for p in second.progress)
     assert all(p.replacement_name == THIRD_LIVE for p in second.progress)
     assert row(garm, NEW_LIVE).enabled is False
-    assert progress_message(second.progress).startswith("my-scaleset: draining")
+    assert summarise(progress_notices(second.progress)).startswith("my-scaleset: draining")
 
     garm.finish_job(garm.instances(LIVE)[0]["name"])
     garm.advance(CONSOLIDATION_INTERVAL)  # GARM notices the job end on a disabled scale set
@@ -730,7 +731,7 @@ def test_failed_retire_reports_failed_and_tries_the_fallback(
     result = reconciler.reconcile([changed])
 
     assert result.progress == [ScalesetProgress("my-scaleset", LIVE, NEW_LIVE, 0, Handover.FAILED)]
-    assert progress_message(result.progress) == "my-scaleset: retiring predecessor"
+    assert summarise(progress_notices(result.progress)) == "my-scaleset: retiring predecessor"
     assert [r.body for r in calls(garm, "PUT", rf"/scalesets/{old_id}")] == [
         {"enabled": False, "min_idle_runners": 0, "max_runners": 0},
         {"enabled": False, "min_idle_runners": 0},
@@ -800,7 +801,7 @@ def test_drain_before_the_deadline_removes_nothing(
     changed, _ = _predecessor_with_runners(garm, reconciler, DRAIN_DEADLINE - timedelta(hours=1))
     result = reconciler.reconcile([changed])
     assert result.progress == [ScalesetProgress("my-scaleset", LIVE, NEW_LIVE, 3)]
-    assert progress_message(result.progress) == "my-scaleset: draining 3 runners"
+    assert summarise(progress_notices(result.progress)) == "my-scaleset: draining 3 runners"
     assert calls(garm, "DELETE", r"/instances/.*") == []
 
 
