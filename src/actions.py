@@ -15,8 +15,9 @@ import peer_record
 import secrets_store
 import security_events
 from charm_state import CharmState
-from garm import GarmApiError, GarmClient
+from garm import GarmApiError
 from reconcile.scalesets.table import format_runner_faults, format_scaleset_table, read_status
+from reconcile.session import admin_session
 
 
 def get_credentials(model: ops.Model, event: ops.ActionEvent) -> None:
@@ -53,8 +54,7 @@ def scaleset_status(charm: ops.CharmBase, event: ops.ActionEvent, api_url: str) 
     # The table needs the scale sets' names and placement, never a configurator's secret.
     state = CharmState.from_charm(charm, memory.incumbents, read_secrets=False)
     try:
-        with GarmClient(api_url) as client:
-            secrets_store.admin_login(client, admin)
+        with admin_session(api_url, admin) as client:
             report = read_status(client, state.scalesets, memory.faults)
     except GarmApiError as exc:
         event.fail(f"Cannot read scale sets from GARM ({type(exc).__name__}).")

@@ -1,9 +1,11 @@
 #!/usr/bin/env python3
 """Kubernetes charm for GARM, the GitHub Actions Runner Manager.
 
-Every event runs one holistic :meth:`GarmCharm._reconcile`. It returns one :class:`Outcome`
-(the status it reached, the input problems, the application's unit-count status), built at the
-exit it took; ``collect-status`` turns that outcome into the unit and app status.
+Every event runs one holistic :meth:`GarmCharm._reconcile`. It returns one
+:class:`outcome.Outcome` (the status it reached, the input problems, the application's
+unit-count status), built at the exit it took; ``collect-status`` turns that outcome into the
+unit and app status. GARM is reached through ``reconcile.session`` and changed only by
+``reconcile.chain``.
 """
 
 from __future__ import annotations
@@ -31,19 +33,12 @@ from charm_state import CharmState, describe_problems
 from configurator_contract import CONFIGURATOR_RELATION_NAME
 from debug_ssh import DEBUG_SSH_RELATION_NAME
 from desired_state import ToolReader
-from garm import (
-    GARM_API_URL,
-    READY_TIMEOUT,
-    GarmApiError,
-    GarmClient,
-    GarmConnectionError,
-    GarmUnauthorizedError,
-    ScaleSet,
-)
-from notices import Notice, blocked, summarise
+from garm import GARM_API_URL, READY_TIMEOUT, GarmApiError, GarmUnauthorizedError, ScaleSet
+from outcome import Outcome, chain_status
 from reconcile import teardown
 from reconcile.chain import Memory, run_chain
 from reconcile.charmed_template import CharmedTemplateError
+from reconcile.session import AdminRefusedError, GarmNotAnsweringError, admin_session
 from telemetry import traced
 
 logger = logging.getLogger(__name__)
@@ -58,7 +53,6 @@ WAITING_SECRETS = "Waiting for GARM secrets"
 WAITING_STORAGE = "Waiting for garm-data storage"
 WAITING_DATABASE = "Waiting for postgresql relation data"
 WAITING_READY = "Waiting for GARM to become ready"
-WAITING_CONFIGURATOR = "Waiting for garm-configurator relation"
 SYNC_FAILED = "GARM sync failed"
 ADMIN_REJECTED = "GARM rejected the admin credentials"
 STANDBY = "standby; GARM runs on the leader unit"
@@ -66,33 +60,6 @@ NOT_RUNNING = (
     "GARM is not running (Pebble: {state}); read its log: "
     "juju ssh --container garm {unit} pebble logs garm"
 )
-
-
-@dataclasses.dataclass(frozen=True)
-class Outcome:
-    """What one reconcile pass reached, for the unit and application status.
-
-    Attributes:
-        status: the status of the exit the pass took.
-        problems: the summary of this pass's input problems, added to the status.
-        blocked_input: whether some configurator is refused in a way only its operator settles.
-        units_blocked: leader only: the application's unit-count status (ADR 0007).
-    """
-
-    status: ops.StatusBase
-    problems: str = ""
-    blocked_input: bool = False
-    units_blocked: ops.StatusBase | None = None
-
-    def shown(self) -> ops.StatusBase:
-        """The status to show: the pass's, with the input-problem summary added."""
-        if not self.problems:
-            return self.status
-        message = "; ".join(part for part in (self.status.message, self.problems) if part)
-        if self.blocked_input and isinstance(self.status, ops.ActiveStatus):
-            # Only the configurator's operator can settle a conflict: say so in the status.
-            return ops.BlockedStatus(message)
-        return type(self.status)(message)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -200,7 +167,10 @@ class GarmCharm(ops.CharmBase):
         container = self.unit.get_container(workload.CONTAINER_NAME)
         if not container.can_connect():
             return Outcome(ops.WaitingStatus(WAITING_PEBBLE))
-        cos.forward_logs(self, container)
+        # Read once: what this pass knows of the workload's plan (log targets, database,
+        # providers, the layer) comes from here.
+        plan = container.get_plan()
+        cos.forward_logs(self, container, plan)
         try:
             owned = secrets_store.read_owned_secrets(self.model)
         except secrets_store.SecretsUnavailableError:
@@ -208,10 +178,12 @@ class GarmCharm(ops.CharmBase):
         if not self.unit.is_leader():
             leadership.stand_by(self.unit, container, "this unit is no longer the leader")
             return Outcome(leadership.units_blocked(self.model) or ops.ActiveStatus(STANDBY))
-        outcome = self._serve(container, owned)
+        outcome = self._serve(container, plan, owned)
         return dataclasses.replace(outcome, units_blocked=leadership.units_blocked(self.model))
 
-    def _serve(self, container: ops.Container, owned: secrets_store.OwnedSecrets) -> Outcome:
+    def _serve(
+        self, container: ops.Container, plan: ops.pebble.Plan, owned: secrets_store.OwnedSecrets
+    ) -> Outcome:
         """The leader's part of the pass: run GARM and bring it to the desired state."""
         refused = leadership.claim(self.model)
         if refused is not None:
@@ -221,7 +193,7 @@ class GarmCharm(ops.CharmBase):
         if not container.exists(workload.DATA_DIR):
             return Outcome(ops.WaitingStatus(WAITING_STORAGE))
         database.request_database(self)
-        db = self._database_config(container)
+        db = database.choose_database(self, workload.planned_database(plan))
         if db is None:
             return Outcome(ops.WaitingStatus(WAITING_DATABASE))
         memory = peer_record.load(self.model)
@@ -229,21 +201,22 @@ class GarmCharm(ops.CharmBase):
         state = CharmState.from_charm(self, memory.incumbents, tools)
         stored, record = provider_record.load_record(self.model)
         if stored is None:
-            record = provider_record.rebuild_missing(workload.planned_providers_json(container))
+            record = provider_record.rebuild_missing(workload.planned_providers_json(plan))
         admitted = provider_record.admit(record, provider_record.merge(record, state.providers))
         providers = admitted.providers
         # Stored before it is published: whatever this hook does next, GARM never runs with a
         # provider the record could forget.
         stored = provider_record.save_record(self.app, self.model, stored, providers)
         try:
-            self._apply_workload(container, owned, db, providers)
+            self._apply_workload(container, plan, owned, db, providers, state.external_url)
             running = workload.service_state(container)
         except workload.GarmExitedError as exc:
             running = str(exc)
         if running != ops.pebble.ServiceStatus.ACTIVE.value:
             # GARM exits at start, or an operator stopped it: no GARM to wait 30 s for.
-            return Outcome(self._not_running_status(container, running))
-        sync = self._sync_garm(state, owned.admin, memory, agent_image.tool_reader(container))
+            not_running = NOT_RUNNING.format(state=running, unit=self.unit.name)
+            return Outcome(database.refused_login_status(db) or ops.BlockedStatus(not_running))
+        sync = self._sync_garm(state, owned.admin, memory, agent_image.tool_reader(container), db)
         if sync.restart_garm:
             _restart_for_stall(container, sync.status)
         kept = provider_record.trim(providers, state.providers, sync.live)
@@ -253,24 +226,15 @@ class GarmCharm(ops.CharmBase):
         )
         return Outcome(sync.status, problems, state.blocked or bool(admitted.left_out))
 
-    @traced("reconcile.database")
-    def _database_config(self, container: ops.Container) -> workload.DatabaseConfig | None:
-        """Return the database to run GARM with, or None while waiting for PostgreSQL data."""
-        wanted = database.database_config(self)
-        current = workload.planned_database(container)
-        if wanted is None:
-            # Related but incomplete: keep what the plan already runs, if anything.
-            return current
-        database.warn_on_backend_switch(current.backend if current else None, wanted.backend)
-        return wanted
-
     @traced("reconcile.workload")
     def _apply_workload(
         self,
         container: ops.Container,
+        plan: ops.pebble.Plan,
         owned: secrets_store.OwnedSecrets,
         db: workload.DatabaseConfig,
         providers: Sequence[provider_record.ProviderConfig],
+        external_url: str,
     ) -> None:
         source = workload.entrypoint_source()
         environment = workload.build_environment(
@@ -278,11 +242,11 @@ class GarmCharm(ops.CharmBase):
             jwt_secret=owned.jwt_secret,
             passphrase=owned.db_passphrase,
             database=db,
-            app_base_url=ingress.external_base_url(self),
+            app_base_url=external_url,
             proxy_env=workload.proxy_environment(os.environ),
             config_version=workload.config_version(source),
         )
-        workload.apply_workload(container, workload.build_layer(environment), source)
+        workload.apply_workload(container, workload.build_layer(environment), source, plan=plan)
 
     @traced("reconcile.garm")
     def _sync_garm(
@@ -291,64 +255,36 @@ class GarmCharm(ops.CharmBase):
         admin: secrets_store.AdminCredentials,
         memory: Memory,
         read_tool: ToolReader,
+        db: workload.DatabaseConfig,
     ) -> _Sync:
-        """Bootstrap GARM and run the reconcile chain; the live scale sets if the chain ran."""
-        with GarmClient(self.garm_api_url) as client:
-            try:
-                initialised = client.wait_for_ready(timeout=self.ready_timeout)
-            except GarmConnectionError:
-                logger.warning("GARM did not answer within %.0f s", self.ready_timeout)
-                return _Sync(self._not_answering_status())
-            except GarmApiError as exc:
-                return _Sync(_sync_failed(exc))
-            try:
-                if not initialised:
-                    logger.info("GARM is not initialised: running first-run setup")
-                    client.first_run(admin.username, admin.password, admin.email, admin.full_name)
-                    logger.info("GARM first-run done; admin user %s created", admin.username)
-            except GarmApiError as exc:
-                return _Sync(_sync_failed(exc))
-            return self._run_chain(client, state, admin, memory, read_tool)
-
-    @traced("reconcile.chain")
-    def _run_chain(
-        self,
-        client: GarmClient,
-        state: CharmState,
-        admin: secrets_store.AdminCredentials,
-        memory: Memory,
-        read_tool: ToolReader,
-    ) -> _Sync:
+        """Reach GARM as its admin and run the chain; the live scale sets if the chain ran."""
+        session = admin_session(
+            self.garm_api_url, admin, ready_timeout=self.ready_timeout, create_admin=True
+        )
         try:
-            secrets_store.admin_login(client, admin)
-            _ensure_controller_urls(self, client)
-        except GarmUnauthorizedError:
+            with session as client:
+                # Binaries are read only for a tool GARM lacks: a converged pass pulls none.
+                result = run_chain(client, state, memory, read_tool=read_tool)
+        except GarmNotAnsweringError:
+            return _Sync(database.refused_login_status(db) or ops.WaitingStatus(WAITING_READY))
+        except AdminRefusedError:
             logger.error("GARM refused the admin credentials from secret garm-admin-credentials")
             return _Sync(ops.BlockedStatus(ADMIN_REJECTED))
-        except GarmApiError as exc:
-            return _Sync(_sync_failed(exc))
-        try:
-            # Binaries are read only for a tool GARM lacks: a converged pass pulls none.
-            result = run_chain(client, state, memory, read_tool=read_tool)
         except CharmedTemplateError as exc:
             logger.warning("Charmed template not applied: %s; scale sets skipped", exc)
             return _Sync(ops.WaitingStatus(str(exc)))
         except GarmApiError as exc:
             if isinstance(exc, GarmUnauthorizedError):
                 security_events.token_refused(admin.username)
-            return _Sync(_sync_failed(exc))
+            logger.warning("Reconcile failed (%s): %s; will retry", type(exc).__name__, exc)
+            return _Sync(ops.WaitingStatus(SYNC_FAILED))
+        if result.version:
+            # Read from the running GARM, never assumed (juju status: workload version).
+            self.unit.set_workload_version(result.version)
         peer_record.save(self.model, result.memory)
-        status = _chain_status(state, [*result.notices, *state.notices])
+        notices = [*result.notices, *state.notices]
+        status = chain_status(state.configurator_relation_count, notices)
         return _Sync(status, result.live, result.restart_garm)
-
-    def _not_running_status(self, container: ops.Container, state: str) -> ops.StatusBase:
-        refused = database.login_refused_status(workload.planned_database(container))
-        return refused or ops.BlockedStatus(NOT_RUNNING.format(state=state, unit=self.unit.name))
-
-    def _not_answering_status(self) -> ops.StatusBase:
-        container = self.unit.get_container(workload.CONTAINER_NAME)
-        refused = database.login_refused_status(workload.planned_database(container))
-        return refused or ops.WaitingStatus(WAITING_READY)
 
 
 def _restart_for_stall(container: ops.Container, status: ops.StatusBase) -> None:
@@ -363,38 +299,6 @@ def _restart_for_stall(container: ops.Container, status: ops.StatusBase) -> None
         security_events.STALLED_SCALESET,
         f"The charm restarted GARM: an update did not make it scale again ({status.message})",
     )
-
-
-def _sync_failed(exc: GarmApiError) -> ops.StatusBase:
-    logger.warning("Reconcile failed (%s): %s; will retry", type(exc).__name__, exc)
-    return ops.WaitingStatus(SYNC_FAILED)
-
-
-def _chain_status(state: CharmState, notices: Sequence[Notice]) -> ops.StatusBase:
-    """The status of a pass that ran: what is held back or under way, else plain active."""
-    if not state.configurator_relation_count:
-        # The chain ran to zero: there is nothing to run GARM for yet.
-        return ops.WaitingStatus(WAITING_CONFIGURATOR)
-    message = summarise(notices)
-    if blocked(notices):
-        return ops.BlockedStatus(message)
-    return ops.ActiveStatus(message)
-
-
-@traced("reconcile.controller_urls")
-def _ensure_controller_urls(charm: ops.CharmBase, client: GarmClient) -> None:
-    """Set GARM's controller URLs when they differ, and show GARM's version on the unit."""
-    urls = ingress.controller_urls(ingress.external_base_url(charm))
-    current = client.get_controller()
-    if current.version:
-        # Read from the running GARM, never assumed (juju status: workload version).
-        charm.unit.set_workload_version(current.version)
-    wanted = dataclasses.asdict(urls)
-    if all(getattr(current, key) == value for key, value in wanted.items()):
-        logger.debug("GARM controller URLs are up to date")
-        return
-    logger.info("Setting GARM controller URLs to base %s", urls.metadata_url)
-    client.update_controller(**wanted)
 
 
 def _reconcile_events(on: ops.CharmEvents) -> list[ops.BoundEvent]:

@@ -59,7 +59,7 @@ class CharmState(DesiredState):
         *,
         read_secrets: bool = True,
     ) -> CharmState:
-        """Read the configurator, debug-ssh and ingress relations and the secrets.
+        """Read the configurator, debug-ssh and ingress relations and the secrets, once a pass.
 
         Args:
             charm: the charm whose model is read.
@@ -80,7 +80,8 @@ class CharmState(DesiredState):
         )
         debug = parse_debug_ssh(_relation_units(debug_relations))
         unpublished = unpublished_relation_ids([r.id for r in relations], units)
-        scalesets, withheld = withhold_shell(parsed.scalesets, ingress.external_base_url(charm))
+        external_url = ingress.external_base_url(charm)
+        scalesets, withheld = withhold_shell(parsed.scalesets, external_url)
         return cls(
             providers=parsed.providers,
             credentials=parsed.credentials,
@@ -94,6 +95,7 @@ class CharmState(DesiredState):
             held=parsed.held,
             prune=not parsed.identity_unknown and not unpublished,
             agent_tools=tools or AgentTools(),
+            external_url=external_url,
             shell_withheld=withheld,
         )
 

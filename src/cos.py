@@ -35,9 +35,9 @@ def publish(charm: ops.CharmBase) -> None:
 
 
 @traced("cos.forward_logs")
-def forward_logs(charm: ops.CharmBase, container: ops.Container) -> bool:
-    """Bring the container's Loki log targets in line with the logging relations."""
-    return cos_logging.forward_logs(charm, container, JujuTopology.from_charm(charm))
+def forward_logs(charm: ops.CharmBase, container: ops.Container, plan: ops.pebble.Plan) -> bool:
+    """Bring the container's Loki log targets (``plan``'s, as read) in line with the relations."""
+    return cos_logging.forward_logs(charm, container, plan, JujuTopology.from_charm(charm))
 
 
 def push_security_events(charm: ops.CharmBase) -> None:

@@ -143,12 +143,15 @@ def build_log_targets(
     return targets
 
 
-def forward_logs(charm: ops.CharmBase, container: ops.Container, topology: JujuTopology) -> bool:
+def forward_logs(
+    charm: ops.CharmBase, container: ops.Container, plan: ops.pebble.Plan, topology: JujuTopology
+) -> bool:
     """Make the plan's log targets match the ``logging`` relations; return whether it changed.
 
-    Pebble must be reachable. Log targets take effect without a replan, so GARM keeps running.
+    ``plan`` is the container's plan as this hook read it. Pebble must be reachable. Log
+    targets take effect without a replan, so GARM keeps running.
     """
-    current = dict(container.get_plan().log_targets)
+    current = dict(plan.log_targets)
     wanted = build_log_targets(loki_endpoints(charm), topology, current)
     changed = {
         name: target

@@ -6,7 +6,7 @@ secret. The provider answers in its application data with ``endpoints`` and eith
 GARM uses SQLite. Switching between the two never migrates data.
 
 Also owns the status of a refused login: when GARM does not answer on PostgreSQL,
-:func:`login_refused_status` asks :mod:`postgres_login` whether the server refuses the
+:func:`refused_login_status` asks :mod:`postgres_login` whether the server refuses the
 credentials GARM runs with.
 """
 
@@ -20,6 +20,7 @@ import ops
 from databag import write_changed
 from postgres_login import LoginProbe, probe_login
 from runner_options import MAX_PORT
+from telemetry import traced
 from workload import (
     DEFAULT_POSTGRESQL_DB_NAME,
     DEFAULT_POSTGRESQL_PORT,
@@ -30,8 +31,9 @@ from workload import (
 __all__ = [
     "DATABASE_LOGIN_REFUSED",
     "POSTGRESQL_RELATION",
+    "choose_database",
     "database_config",
-    "login_refused_status",
+    "refused_login_status",
     "request_database",
     "warn_on_backend_switch",
 ]
@@ -156,6 +158,22 @@ def database_config(charm: ops.CharmBase) -> DatabaseConfig | None:
     )
 
 
+@traced("reconcile.database")
+def choose_database(charm: ops.CharmBase, planned: DatabaseConfig | None) -> DatabaseConfig | None:
+    """Return the database to run GARM with, or None while waiting for PostgreSQL data.
+
+    Args:
+        charm: the charm reading the relation.
+        planned: the database of the plan GARM runs with, if any.
+    """
+    wanted = database_config(charm)
+    if wanted is None:
+        # Related but incomplete: keep what the plan already runs, if anything.
+        return planned
+    warn_on_backend_switch(planned.backend if planned else None, wanted.backend)
+    return wanted
+
+
 def warn_on_backend_switch(previous_backend: str | None, new_backend: str) -> bool:
     """Warn when GARM's database backend changes, because nothing is migrated.
 
@@ -179,7 +197,7 @@ def warn_on_backend_switch(previous_backend: str | None, new_backend: str) -> bo
     return True
 
 
-def login_refused_status(planned: DatabaseConfig | None) -> ops.StatusBase | None:
+def refused_login_status(planned: DatabaseConfig | None) -> ops.StatusBase | None:
     """Say when the database is why GARM does not answer; None when it is not.
 
     On PostgreSQL, GARM exits at start when the server refuses its login, and only GARM's own

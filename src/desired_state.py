@@ -324,6 +324,8 @@ class DesiredState:
             False while a configurator has published nothing, or has bad input that does not
             tell what it described.
         agent_tools: the garm-agent binaries the image ships (for agent mode).
+        external_url: the base URL GARM is reached on from outside (ingress, else in-cluster),
+            for its controller URLs; empty leaves GARM's controller as it is.
     """
 
     providers: tuple[ProviderConfig, ...]
@@ -338,6 +340,7 @@ class DesiredState:
     unpublished_apps: tuple[str, ...] = ()
     prune: bool = True
     agent_tools: AgentTools = field(default_factory=AgentTools)
+    external_url: str = ""
 
     @property
     def blocked(self) -> bool:

@@ -1,15 +1,14 @@
-"""Requirer side of the traefik ``ingress`` v2 relation and the URLs GARM advertises.
+"""Requirer side of the traefik ``ingress`` v2 relation and the base URL GARM advertises.
 
 The charm publishes where GARM listens; the ingress provider answers with a public URL. When
 there is no usable answer GARM is advertised on its in-cluster service address instead. The
-controller URLs GARM needs (metadata, callback, webhook, agent) all derive from that base.
+controller URLs GARM hands out derive from that base (``reconcile.controller``).
 """
 
 from __future__ import annotations
 
 import json
 import logging
-from dataclasses import dataclass
 from typing import cast
 from urllib.parse import urlsplit
 
@@ -20,8 +19,6 @@ from workload import GARM_PORT
 
 __all__ = [
     "INGRESS_RELATION",
-    "ControllerUrls",
-    "controller_urls",
     "external_base_url",
     "publish_ingress_request",
 ]
@@ -29,23 +26,6 @@ __all__ = [
 logger = logging.getLogger(__name__)
 
 INGRESS_RELATION = "ingress"
-
-
-@dataclass(frozen=True)
-class ControllerUrls:
-    """The URLs GARM is told to hand out to runners and GitHub.
-
-    Attributes:
-        metadata_url: where runners fetch their metadata.
-        callback_url: where runners report status.
-        webhook_url: where GitHub sends workflow job webhooks.
-        agent_url: GARM's agent websocket route.
-    """
-
-    metadata_url: str
-    callback_url: str
-    webhook_url: str
-    agent_url: str
 
 
 def _unit_host(charm: ops.CharmBase) -> str:
@@ -157,21 +137,3 @@ def external_base_url(charm: ops.CharmBase) -> str:
         logger.warning("Ingress provider published an unusable URL; using the in-cluster URL")
         return _fallback_base_url(charm)
     return url
-
-
-def controller_urls(base_url: str) -> ControllerUrls:
-    """Derive GARM's controller URLs from a base URL.
-
-    Args:
-        base_url: the external base URL; a trailing slash makes no difference.
-
-    Returns:
-        The metadata, callback, webhook and agent URLs.
-    """
-    base = base_url.rstrip("/")
-    return ControllerUrls(
-        metadata_url=f"{base}/api/v1/metadata",
-        callback_url=f"{base}/api/v1/callbacks",
-        webhook_url=f"{base}/webhooks",
-        agent_url=f"{base}/agent",
-    )

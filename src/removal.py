@@ -15,8 +15,8 @@ import ops
 import secrets_store
 import security_events
 import workload
-from garm import GarmClient, GarmConnectionError
 from reconcile import teardown
+from reconcile.session import GarmNotAnsweringError, GarmNotInitialisedError, admin_session
 
 logger = logging.getLogger(__name__)
 
@@ -87,17 +87,15 @@ def _sweep(
         return "GARM was never bootstrapped: nothing to remove"
     if not charm.unit.get_container(workload.CONTAINER_NAME).can_connect():
         raise teardown.TeardownError(f"{REMOVAL_UNREACHABLE} (the garm container is down)")
-    with GarmClient(api_url) as client:
-        try:
-            initialised = client.wait_for_ready(timeout=ready_timeout)
-        except GarmConnectionError as exc:
-            raise teardown.TeardownError(REMOVAL_UNREACHABLE) from exc
-        if not initialised:
-            logger.info("GARM was never initialised: nothing to remove from it")
-            return "GARM was never initialised: nothing to remove"
-        logger.info("The application is being removed: deleting what the charm put in GARM")
-        secrets_store.admin_login(client, admin)
-        result = teardown.remove_managed(client, timeout=timeout, poll_interval=poll_interval)
+    try:
+        with admin_session(api_url, admin, ready_timeout=ready_timeout) as client:
+            logger.info("The application is being removed: deleting what the charm put in GARM")
+            result = teardown.remove_managed(client, timeout=timeout, poll_interval=poll_interval)
+    except GarmNotAnsweringError as exc:
+        raise teardown.TeardownError(REMOVAL_UNREACHABLE) from exc
+    except GarmNotInitialisedError:
+        logger.info("GARM was never initialised: nothing to remove from it")
+        return "GARM was never initialised: nothing to remove"
     logger.info("GARM cleaned up for removal in %d sweep(s)", result.passes)
     return (
         "Deleted the charm's scale sets, entities and credentials from GARM in "

@@ -2,8 +2,7 @@
 
 The leader creates them once and never regenerates them: a new JWT secret would invalidate
 every issued token, and a new passphrase would leave GARM unable to decrypt its database.
-:func:`admin_login` is the one place the charm logs in to GARM with the admin user, so a
-refused login is always a security event.
+The login itself is ``reconcile.session``'s.
 """
 
 from __future__ import annotations
@@ -14,9 +13,6 @@ import string
 from dataclasses import dataclass, field
 
 import ops
-
-import security_events
-from garm import GarmClient, GarmUnauthorizedError
 
 logger = logging.getLogger(__name__)
 
@@ -43,6 +39,11 @@ class AdminCredentials:
     password: str = field(repr=False)
     email: str
     full_name: str
+
+    @property
+    def source(self) -> str:
+        """The secret the credentials are kept in, for the security event of a refused login."""
+        return ADMIN_CREDENTIALS_LABEL
 
 
 @dataclass(frozen=True)
@@ -124,20 +125,6 @@ def read_owned_secrets(model: ops.Model) -> OwnedSecrets:
         db_passphrase=content["db-passphrase"],
         admin=read_admin_credentials(model),
     )
-
-
-def admin_login(client: GarmClient, admin: AdminCredentials) -> None:
-    """Log in to GARM as the admin; GARM refusing it is logged as ``authn_login_fail``.
-
-    Raises:
-        GarmUnauthorizedError: GARM refused the credentials.
-        GarmApiError: GARM failed otherwise.
-    """
-    try:
-        client.login(admin.username, admin.password)
-    except GarmUnauthorizedError:
-        security_events.admin_login_refused(admin.username, ADMIN_CREDENTIALS_LABEL)
-        raise
 
 
 def _secret_exists(model: ops.Model, label: str) -> bool:

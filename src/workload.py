@@ -164,14 +164,7 @@ def entrypoint_source() -> str:
 
 
 def config_version(source: str) -> str:
-    """Return a short digest of the entrypoint source, so a new entrypoint restarts GARM.
-
-    Args:
-        source: the entrypoint source.
-
-    Returns:
-        The first 12 hex digits of its SHA-256.
-    """
+    """Return the first 12 hex digits of the entrypoint source's SHA-256 (new source, new GARM)."""
     return hashlib.sha256(source.encode("utf-8")).hexdigest()[:CONFIG_VERSION_LENGTH]
 
 
@@ -278,7 +271,13 @@ class GarmExitedError(Exception):
     """
 
 
-def apply_workload(container: ops.Container, layer: ops.pebble.LayerDict, entrypoint: str) -> bool:
+def apply_workload(
+    container: ops.Container,
+    layer: ops.pebble.LayerDict,
+    entrypoint: str,
+    *,
+    plan: ops.pebble.Plan | None = None,
+) -> bool:
     """Push the entrypoint when it changed and, when the layer differs from the plan, replan.
 
     An unchanged input touches nothing, so a running GARM is never restarted and a service an
@@ -289,6 +288,7 @@ def apply_workload(container: ops.Container, layer: ops.pebble.LayerDict, entryp
         container: the GARM container; Pebble must be reachable.
         layer: the layer from :func:`build_layer`.
         entrypoint: the entrypoint source from :func:`entrypoint_source`.
+        plan: the plan as the caller read it this hook (None: read here).
 
     Returns:
         Whether the layer was replanned.
@@ -300,7 +300,7 @@ def apply_workload(container: ops.Container, layer: ops.pebble.LayerDict, entryp
         container.push(
             ENTRYPOINT_PATH, entrypoint, make_dirs=True, permissions=ENTRYPOINT_PERMISSIONS
         )
-    if _plan_matches(container.get_plan(), layer):
+    if _plan_matches(plan or container.get_plan(), layer):
         return False
     container.add_layer(LAYER_LABEL, layer, combine=True)
     try:
@@ -411,22 +411,22 @@ def report_check_failed(event: ops.PebbleCheckFailedEvent) -> None:
     )
 
 
-def planned_environment(container: ops.Container) -> dict[str, str]:
-    """Return the GARM service environment of the current plan (empty when there is none)."""
-    service = container.get_plan().services.get(SERVICE_NAME)
+def planned_environment(plan: ops.pebble.Plan) -> dict[str, str]:
+    """Return the GARM service environment of ``plan`` (empty when it has none)."""
+    service = plan.services.get(SERVICE_NAME)
     if service is None:
         return {}
     return {key: str(value) for key, value in service.environment.items()}
 
 
-def planned_providers_json(container: ops.Container) -> str:
-    """Return the provider list GARM runs with, as planned (empty when there is no plan)."""
-    return joined_providers_json(planned_environment(container))
+def planned_providers_json(plan: ops.pebble.Plan) -> str:
+    """Return the provider list GARM runs with in ``plan`` (empty when it has none)."""
+    return joined_providers_json(planned_environment(plan))
 
 
-def planned_database(container: ops.Container) -> DatabaseConfig | None:
-    """Rebuild the database settings the current plan runs GARM with, if there is a plan."""
-    environment = planned_environment(container)
+def planned_database(plan: ops.pebble.Plan) -> DatabaseConfig | None:
+    """Rebuild the database settings ``plan`` runs GARM with, if it runs GARM."""
+    environment = planned_environment(plan)
     backend = environment.get(GARM_DB_BACKEND)
     if backend == BACKEND_SQLITE:
         return DatabaseConfig.sqlite()

@@ -370,27 +370,34 @@ class ToolCounter:
 
 
 class PullRecorder:
-    """Records the paths the charm pulls from a container (Pebble) while active."""
+    """Records the paths the charm pulls from a container (Pebble), and its plan reads."""
 
     def __init__(self) -> None:
-        """Start with nothing pulled."""
+        """Start with nothing pulled or read."""
         self.paths: list[str] = []
+        self.plan_reads = 0
 
     @contextmanager
     def recording(self) -> Iterator[None]:
-        """Wrap the testing Pebble client's ``pull``."""
+        """Wrap the testing Pebble client's ``pull`` and ``get_plan``."""
         client_class = mocking._MockPebbleClient  # pyright: ignore[reportPrivateUsage]
-        original = client_class.pull
+        original_pull, original_plan = client_class.pull, client_class.get_plan
 
         def pull(client: Any, path: str, *args: Any, **kwargs: Any) -> Any:
             self.paths.append(path)
-            return original(client, path, *args, **kwargs)
+            return original_pull(client, path, *args, **kwargs)
+
+        def get_plan(client: Any) -> Any:
+            self.plan_reads += 1
+            return original_plan(client)
 
         client_class.pull = pull  # type: ignore[method-assign]
+        client_class.get_plan = get_plan  # type: ignore[method-assign]
         try:
             yield
         finally:
-            client_class.pull = original  # type: ignore[method-assign]
+            client_class.pull = original_pull  # type: ignore[method-assign]
+            client_class.get_plan = original_plan  # type: ignore[method-assign]
 
 
 class Garm(Protocol):
@@ -463,6 +470,11 @@ class CharmDriver:
         """The paths the last hook pulled from the workload container, in order."""
         return list(self._pulls.paths)
 
+    @property
+    def plan_reads(self) -> int:
+        """How many times the last hook read the workload container's Pebble plan."""
+        return self._pulls.plan_reads
+
     def juju_writes(self) -> dict[str, int]:
         """The writes to Juju the last hook made (relation data, secrets), by hook tool."""
         return {name: self._tools.calls[name] for name in JUJU_WRITES if self._tools.calls[name]}
@@ -471,6 +483,7 @@ class CharmDriver:
         """Run one hook and keep its output state."""
         self._tools.calls.clear()
         self._pulls.paths.clear()
+        self._pulls.plan_reads = 0
         self._start_failed = False
         with (
             self._wired(),
@@ -570,9 +583,13 @@ class CharmDriver:
         real_stand_by = workload.stand_by
 
         def apply_and_restart(
-            container: ops.Container, layer: ops.pebble.LayerDict, entrypoint: str
+            container: ops.Container,
+            layer: ops.pebble.LayerDict,
+            entrypoint: str,
+            *,
+            plan: ops.pebble.Plan | None = None,
         ) -> bool:
-            replanned = real_apply(container, layer, entrypoint)
+            replanned = real_apply(container, layer, entrypoint, plan=plan)
             if replanned:
                 self.replans += 1
                 service = layer.get("services", {}).get(workload.SERVICE_NAME, {})
@@ -595,7 +612,7 @@ class CharmDriver:
             real_restart(container, *names)
             if workload.SERVICE_NAME in names:
                 self.restarts += 1
-                self.emulator.replan(workload.planned_environment(container))
+                self.emulator.replan(workload.planned_environment(container.get_plan()))
 
         with (
             mock.patch.object(ops.Container, "restart", restart),

@@ -1,6 +1,7 @@
-"""The reconcile chain: GitHub credentials, garm-agent tools, entities, template, scale sets.
+"""The reconcile chain: controller URLs, credentials, agent tools, entities, template, scale sets.
 
-Owns the order of one pass in GARM: objects are created in dependency order (credential,
+Owns the order of one pass in GARM: the controller URLs first (GARM refuses most calls until
+it has them), then objects are created in dependency order (credential,
 entity, template, scale set) and deleted in the reverse order in the same pass, so GARM never
 refuses a delete because of a dependent; and the notices the pass leaves for the status. The
 garm-agent tools go right after the credentials, before the entities: an entity's agent mode
@@ -30,6 +31,7 @@ from garm import GarmClient, Instance, ScaleSet
 from notices import Notice, Severity
 from reconcile.agent_tools import sync_agent_tools
 from reconcile.charmed_template import apply_charmed_template
+from reconcile.controller import sync_controller
 from reconcile.credentials import CredentialReconciler
 from reconcile.entities import EntityReconciler
 from reconcile.scalesets.faults import RememberedFault, carry_faults, fault_notices
@@ -43,7 +45,7 @@ from reconcile.scalesets.stall import (
     shortfalls,
     watch_stalls,
 )
-from telemetry import tracer
+from telemetry import traced, tracer
 
 logger = logging.getLogger(__name__)
 
@@ -76,14 +78,17 @@ class ChainResult:
             cannot start and the configurators that have published nothing yet.
         memory: what the next pass needs to know.
         restart_garm: whether a scale set GARM stopped scaling needs GARM restarted.
+        version: GARM's version as its controller reports it ("" when unknown or not read).
     """
 
     live: list[ScaleSet]
     notices: list[Notice]
     memory: Memory
     restart_garm: bool = False
+    version: str = ""
 
 
+@traced("reconcile.chain")
 def run_chain(
     client: GarmClient,
     state: DesiredState,
@@ -91,7 +96,7 @@ def run_chain(
     *,
     read_tool: ToolReader | None = None,
 ) -> ChainResult:
-    """Bring GARM's credentials, agent tools, entities, template and scale sets to ``state``.
+    """Bring GARM's controller, credentials, tools, entities, template, scale sets to ``state``.
 
     Args:
         client: a logged-in GARM client.
@@ -111,6 +116,10 @@ def run_chain(
     memory = memory or Memory()
     held = state.held
     spans = tracer()
+    version = ""
+    if state.external_url:
+        with spans.start_as_current_span("reconcile.controller_urls"):
+            version = sync_controller(client, state.external_url)
     with spans.start_as_current_span("reconcile.credentials"):
         credentials = CredentialReconciler(client, memory.sent)
         credentials.ensure(state.credentials, held=held.credentials)
@@ -176,6 +185,7 @@ def run_chain(
             stalls.recoveries,
         ),
         stalls.restart,
+        version,
     )
 
 

@@ -393,6 +393,8 @@ def test_converged_hook_makes_no_write(driver: CharmDriver, garm: GarmEmulator, 
         assert driver.replans == replans
         # Nothing Juju keeps is rewritten either: the same value still fires relation-changed.
         assert driver.juju_writes() == {}
+        # The plan is read once and handed on (log targets, database, providers, the layer).
+        assert driver.plan_reads == 1
 
 
 def test_relation_without_data_does_not_reconcile_to_zero(driver: CharmDriver, garm: GarmEmulator):

@@ -989,8 +989,9 @@ def test_from_charm_relations_without_data_are_unpublished() -> None:
 
 
 def test_from_charm_without_relations() -> None:
-    state = run_probe(ops.testing.State())
-    assert state == CharmState((), (), (), (), (), 0, (), ())
+    state = run_probe(ops.testing.State(model=ops.testing.Model(name="garm-model")))
+    in_cluster = "http://garm.garm-model.svc.cluster.local:8080"
+    assert state == CharmState((), (), (), (), (), 0, (), (), external_url=in_cluster)
 
 
 def test_from_charm_unreadable_secrets_are_named(caplog: pytest.LogCaptureFixture) -> None:

@@ -379,6 +379,7 @@ def test_each_step_of_the_chain_is_a_span(garm: GarmEmulator, tmp_path: Path):
     names = [span.name for span in driver.ctx.trace_data]
     for step in (
         "reconcile.chain",
+        "reconcile.controller_urls",
         "reconcile.credentials",
         "reconcile.entities",
         "reconcile.template",

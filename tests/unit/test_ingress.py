@@ -1,4 +1,4 @@
-"""Ingress requirer: published request, external base URL and GARM's controller URLs."""
+"""Ingress requirer: published request and external base URL."""
 
 from __future__ import annotations
 
@@ -9,13 +9,7 @@ import ops
 import pytest
 from ops import testing
 
-from ingress import (
-    INGRESS_RELATION,
-    ControllerUrls,
-    controller_urls,
-    external_base_url,
-    publish_ingress_request,
-)
+from ingress import INGRESS_RELATION, external_base_url, publish_ingress_request
 
 META: dict[str, Any] = {
     "name": "garm",
@@ -212,24 +206,3 @@ def test_unusable_provider_answer_falls_back(remote_app_data: dict[str, str]):
     _run(_state(relation, leader=True), relation)
 
     assert RESULTS == [FALLBACK]
-
-
-def test_controller_urls_from_base():
-    assert controller_urls("https://garm.example.com/prefix") == ControllerUrls(
-        metadata_url="https://garm.example.com/prefix/api/v1/metadata",
-        callback_url="https://garm.example.com/prefix/api/v1/callbacks",
-        webhook_url="https://garm.example.com/prefix/webhooks",
-        agent_url="https://garm.example.com/prefix/agent",
-    )
-
-
-@pytest.mark.parametrize("base", [FALLBACK, "https://garm.example.com", "http://h/p"])
-def test_controller_urls_ignore_trailing_slash(base: str):
-    assert controller_urls(base + "/") == controller_urls(base)
-    assert controller_urls(base).agent_url == f"{base}/agent"
-
-
-def test_controller_urls_are_frozen():
-    urls = controller_urls(FALLBACK)
-    with pytest.raises(AttributeError):
-        urls.metadata_url = "x"  # type: ignore[misc]
