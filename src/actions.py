@@ -16,8 +16,7 @@ import secrets_store
 import security_events
 from charm_state import CharmState
 from garm import GarmApiError
-from reconcile.scalesets.table import format_runner_faults, format_scaleset_table, read_status
-from reconcile.session import admin_session
+from reconcile import admin_session, format_runner_faults, format_scaleset_table, read_status
 
 
 def get_credentials(model: ops.Model, event: ops.ActionEvent) -> None:

@@ -35,10 +35,16 @@ from debug_ssh import DEBUG_SSH_RELATION_NAME
 from desired_state import ToolReader
 from garm import GARM_API_URL, READY_TIMEOUT, GarmApiError, GarmUnauthorizedError, ScaleSet
 from outcome import Outcome, chain_status
-from reconcile import teardown
-from reconcile.chain import Memory, run_chain
-from reconcile.charmed_template import CharmedTemplateError
-from reconcile.session import AdminRefusedError, GarmNotAnsweringError, admin_session
+from reconcile import (
+    POLL_INTERVAL,
+    TEARDOWN_TIMEOUT,
+    AdminRefusedError,
+    CharmedTemplateError,
+    GarmNotAnsweringError,
+    Memory,
+    admin_session,
+    run_chain,
+)
 from telemetry import traced
 
 logger = logging.getLogger(__name__)
@@ -78,8 +84,8 @@ class GarmCharm(ops.CharmBase):
     garm_api_url = GARM_API_URL
     ready_timeout = READY_TIMEOUT
     # How long the removal cleanup waits for scale sets to drain (ADR 0006).
-    teardown_timeout = teardown.TEARDOWN_TIMEOUT
-    teardown_poll_interval = teardown.POLL_INTERVAL
+    teardown_timeout = TEARDOWN_TIMEOUT
+    teardown_poll_interval = POLL_INTERVAL
 
     def __init__(self, framework: ops.Framework) -> None:
         """Observe every event that can change the desired or the observed state."""

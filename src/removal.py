@@ -1,6 +1,6 @@
 """What the leader does in ``stop`` when the whole application is removed (ADR 0006).
 
-It deletes from GARM what the charm created there (:func:`teardown.remove_managed`), unless
+It deletes from GARM what the charm created there (:func:`remove_managed`), unless
 the operator set ``cleanup-on-remove`` to false, and fails the hook with a message naming what
 blocks it. Each run is a security event (``sys_shutdown``) with its outcome. Knows Juju (the
 charm's model) and GARM (through the client).
@@ -15,8 +15,13 @@ import ops
 import secrets_store
 import security_events
 import workload
-from reconcile import teardown
-from reconcile.session import GarmNotAnsweringError, GarmNotInitialisedError, admin_session
+from reconcile import (
+    GarmNotAnsweringError,
+    GarmNotInitialisedError,
+    TeardownError,
+    admin_session,
+    remove_managed,
+)
 
 logger = logging.getLogger(__name__)
 
@@ -45,7 +50,7 @@ def clean_up(
     However it ends, the sweep is a security event (``sys_shutdown``) with its outcome.
 
     Raises:
-        teardown.TeardownError: GARM cannot be reached, or busy runners still hold scale sets
+        TeardownError: GARM cannot be reached, or busy runners still hold scale sets
             when ``timeout`` runs out (the message names them and the commands that finish).
     """
     if not charm.unit.is_leader() or not application_removed(charm.app):
@@ -86,13 +91,13 @@ def _sweep(
         logger.info("GARM was never bootstrapped: nothing to remove from it")
         return "GARM was never bootstrapped: nothing to remove"
     if not charm.unit.get_container(workload.CONTAINER_NAME).can_connect():
-        raise teardown.TeardownError(f"{REMOVAL_UNREACHABLE} (the garm container is down)")
+        raise TeardownError(f"{REMOVAL_UNREACHABLE} (the garm container is down)")
     try:
         with admin_session(api_url, admin, ready_timeout=ready_timeout) as client:
             logger.info("The application is being removed: deleting what the charm put in GARM")
-            result = teardown.remove_managed(client, timeout=timeout, poll_interval=poll_interval)
+            result = remove_managed(client, timeout=timeout, poll_interval=poll_interval)
     except GarmNotAnsweringError as exc:
-        raise teardown.TeardownError(REMOVAL_UNREACHABLE) from exc
+        raise TeardownError(REMOVAL_UNREACHABLE) from exc
     except GarmNotInitialisedError:
         logger.info("GARM was never initialised: nothing to remove from it")
         return "GARM was never initialised: nothing to remove"

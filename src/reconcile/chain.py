@@ -15,7 +15,7 @@ from __future__ import annotations
 import dataclasses
 import logging
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from datetime import UTC, datetime
 
 from desired_state import (
@@ -34,7 +34,8 @@ from reconcile.charmed_template import apply_charmed_template
 from reconcile.controller import sync_controller
 from reconcile.credentials import CredentialReconciler
 from reconcile.entities import EntityReconciler
-from reconcile.scalesets.faults import RememberedFault, carry_faults, fault_notices
+from reconcile.memory import Memory, RememberedFault
+from reconcile.scalesets.faults import carry_faults, fault_notices
 from reconcile.scalesets.names import logical_of
 from reconcile.scalesets.progress import progress_notices
 from reconcile.scalesets.reconciler import ReconcileResult, ScalesetReconciler
@@ -48,24 +49,6 @@ from reconcile.scalesets.stall import (
 from telemetry import traced, tracer
 
 logger = logging.getLogger(__name__)
-
-
-@dataclass(frozen=True)
-class Memory:
-    """What the GARM side learns in a pass and needs in the next: the charm keeps it.
-
-    Attributes:
-        sent: fingerprint of the App each managed credential was last sent with; None when
-            the charm keeps no such memory (then a rotated key goes unnoticed).
-        faults: the last provider fault per live scale set whose runners have not come up.
-        incumbents: which configurator holds each scale-set name and entity in GARM.
-        stalls: what was done about each scale set GARM stopped scaling, while it is short.
-    """
-
-    sent: dict[str, str] | None = None
-    faults: dict[str, RememberedFault] = field(default_factory=dict[str, RememberedFault])
-    incumbents: Incumbents = field(default_factory=Incumbents)
-    stalls: dict[str, Recovery] = field(default_factory=dict[str, Recovery])
 
 
 @dataclass(frozen=True)

@@ -21,7 +21,7 @@ from desired_state import (
 )
 from garm import GarmClient
 from notices import Notice, Severity
-from reconcile.chain import ChainResult, Memory, run_chain
+from reconcile import ChainResult, Memory, run_chain
 from tests.conformance.conftest import PROVIDER_NAME, Garm
 from tests.rsa_keys import pkcs1_pem
 

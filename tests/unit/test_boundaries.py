@@ -126,3 +126,20 @@ def test_the_login_probe_knows_no_juju_and_no_charm_module() -> None:
     local = {name.split(".")[0] for name in GRAPH} - {"postgres_login"}
     reached = {name.split(".")[0] for name in _reach(GRAPH, "postgres_login")}
     assert not reached & {"ops", *local}, reached
+
+
+def _behind_the_face(graph: dict[str, set[str]], module: str) -> list[str]:
+    """The modules behind ``reconcile``'s face that a Juju-side module imports directly."""
+    behind = {name for name in graph if name.startswith("reconcile.")}
+    return sorted(graph[module] & behind)
+
+
+@pytest.mark.parametrize("module", sorted(m for m in GRAPH if not _is_garm_side(m)))
+def test_the_juju_side_calls_reconcile_through_its_face(module: str) -> None:
+    # reconcile/__init__.py says what the charm may call; the modules behind it can change.
+    assert _behind_the_face(GRAPH, module) == []
+
+
+def test_the_face_check_sees_a_module_behind_it() -> None:
+    graph = {**GRAPH, "charm": {*GRAPH["charm"], "reconcile.chain"}}
+    assert _behind_the_face(graph, "charm") == ["reconcile.chain"]

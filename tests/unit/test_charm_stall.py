@@ -18,7 +18,7 @@ import pytest
 from ops import testing
 
 from leadership import PEER_RELATION
-from peer_record import STALLS_KEY
+from reconcile.memory import STALLS_KEY
 from reconcile.scalesets import stall
 from tests.charm_driver import CharmDriver, base_state, configurator
 from tests.garm_emulator import GarmEmulator

@@ -20,7 +20,7 @@ from ops import testing
 
 import workload
 from leadership import PEER_RELATION
-from peer_record import SENT_CREDENTIALS_KEY
+from reconcile.memory import SENT_CREDENTIALS_KEY
 from tests.charm_driver import PRIVATE_KEY_VALUE, CharmDriver, base_state, configurator
 from tests.garm_emulator import GarmEmulator
 from tests.log_secrets import register_secret

@@ -5,7 +5,7 @@ its limit, a tag it refuses), GARM puts the runner in ``error`` with the provide
 ``provider_fault``, about five seconds later moves it to ``pending_delete`` (which clears the
 fault), deletes it and tries again with a new runner. Nothing else tells the operator: the
 scale set stays enabled. Since a pass sees a fault only in that short window, the fault is
-remembered per scale set (:class:`RememberedFault`, kept by the charm between passes) until a
+remembered per scale set (``reconcile.memory.RememberedFault``, kept between passes) until a
 runner of that scale set comes up or the scale set is changed. Owns which runners count as
 faulted, the part of a fault that is shown, the memory's rule and the notice per scale set.
 Pure: makes no GARM call and must not import ops.
@@ -19,6 +19,7 @@ from dataclasses import dataclass
 
 from garm import Instance, ScaleSet, from_base64
 from notices import Notice, Severity
+from reconcile.memory import RememberedFault
 from reconcile.scalesets.names import logical_of
 
 # GARM's instance status once the provider failed to create it, and once a runner came up.
@@ -50,20 +51,6 @@ class RunnerFault:
     scaleset: str
     runner: str
     fault: str
-
-
-@dataclass(frozen=True)
-class RememberedFault:
-    """The last fault seen on a scale set's runners, kept until one comes up.
-
-    Attributes:
-        fault: the shown part of the fault.
-        since: the scale set's ``updated_at`` when the fault was seen; a later change of the
-            scale set (new image, say) forgets the fault.
-    """
-
-    fault: str
-    since: str
 
 
 def fault_line(encoded: str | None) -> str:

@@ -14,7 +14,8 @@ from datetime import UTC, datetime
 
 from desired_state import ScalesetSpec
 from garm import GarmClient, ScaleSet
-from reconcile.scalesets.faults import RememberedFault, RunnerFault, runner_faults
+from reconcile.memory import RememberedFault
+from reconcile.scalesets.faults import RunnerFault, runner_faults
 from reconcile.scalesets.names import dedupe_specs, family_names
 from reconcile.scalesets.placement import resolve_target
 from reconcile.scalesets.retirement import Phase, draining_phase

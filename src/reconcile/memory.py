@@ -1,0 +1,174 @@
+"""What the GARM side remembers between hooks, and its encoding as databag fields.
+
+A pass learns things the next one needs and GARM cannot tell it (:class:`Memory`):
+
+- ``sent-credentials``: per credential the charm manages, the fingerprint (SHA-256 of the App
+  ids and key, ``CredentialSpec.fingerprint``) of what it last sent, never the key. GARM never
+  returns a private key, so a key rotated under the same credential name (a new revision of
+  the configurator's secret) can only be noticed this way.
+- ``runner-faults``: per live scale set, the last provider fault seen on its runners while none
+  has come up (:class:`RememberedFault`). GARM shows a fault for about five seconds before it
+  retries with a new runner.
+- ``incumbents``: which configurator holds each scale-set name, entity and GitHub App
+  credential in GARM (with a digest of that App's public key, never the key), so that the next
+  parse gives a held name to its holder whatever the relation order.
+- ``stalled-scalesets``: per scale set GARM stopped scaling, the last recovery step, when it
+  was taken and since when GARM sat on the demand (``scalesets.stall.Recovery``); kept while
+  it is short of runners.
+
+Owns the memory's types and their encoding as string fields (:func:`encode`, :func:`decode`);
+where the fields are kept is the charm's (``peer_record``). The chain reads a ``Memory`` and
+returns the next one. Must not import ops.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from collections.abc import Collection, Mapping
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import cast
+
+from desired_state import Incumbents, entity_key
+from reconcile.scalesets.stall import Recovery, Step
+
+logger = logging.getLogger(__name__)
+
+SENT_CREDENTIALS_KEY = "sent-credentials"
+RUNNER_FAULTS_KEY = "runner-faults"
+INCUMBENTS_KEY = "incumbents"
+STALLS_KEY = "stalled-scalesets"
+
+
+@dataclass(frozen=True)
+class RememberedFault:
+    """The last fault seen on a scale set's runners, kept until one comes up.
+
+    Attributes:
+        fault: the shown part of the fault.
+        since: the scale set's ``updated_at`` when the fault was seen; a later change of the
+            scale set (new image, say) forgets the fault.
+    """
+
+    fault: str
+    since: str
+
+
+@dataclass(frozen=True)
+class Memory:
+    """What the GARM side learns in a pass and needs in the next: the charm keeps it.
+
+    Attributes:
+        sent: fingerprint of the App each managed credential was last sent with; None when
+            the charm keeps no such memory (then a rotated key goes unnoticed).
+        faults: the last provider fault per live scale set whose runners have not come up.
+        incumbents: which configurator holds each scale-set name and entity in GARM.
+        stalls: what was done about each scale set GARM stopped scaling, while it is short.
+    """
+
+    sent: dict[str, str] | None = None
+    faults: dict[str, RememberedFault] = field(default_factory=dict[str, RememberedFault])
+    incumbents: Incumbents = field(default_factory=Incumbents)
+    stalls: dict[str, Recovery] = field(default_factory=dict[str, Recovery])
+
+
+def decode(fields: Mapping[str, str]) -> Memory:
+    """Read the memory from its fields; an unreadable field reads as empty.
+
+    Every managed credential is then sent again once, and a fault shows again when next seen,
+    rather than a rotation being missed.
+    """
+    raw_sent = _object(fields, SENT_CREDENTIALS_KEY)
+    sent = {k: v for k, v in raw_sent.items() if isinstance(v, str)}
+    faults: dict[str, RememberedFault] = {}
+    for name, entry in _object(fields, RUNNER_FAULTS_KEY).items():
+        if isinstance(entry, list):
+            parts = cast(list[object], entry)
+            if len(parts) == 2 and all(isinstance(f, str) for f in parts):
+                faults[name] = RememberedFault(str(parts[0]), str(parts[1]))
+    stalls = _stalls(_object(fields, STALLS_KEY))
+    return Memory(sent, faults, _incumbents(_object(fields, INCUMBENTS_KEY)), stalls)
+
+
+def encode(memory: Memory, present: Collection[str]) -> dict[str, str]:
+    """The fields to keep for ``memory``, given the fields already ``present``.
+
+    An empty field is written only over one that is there: no empty record to start.
+    """
+    wanted: dict[str, str] = {}
+    if memory.sent is not None:
+        wanted[SENT_CREDENTIALS_KEY] = json.dumps(dict(sorted(memory.sent.items())))
+    faults = {name: [f.fault, f.since] for name, f in sorted(memory.faults.items())}
+    wanted[RUNNER_FAULTS_KEY] = json.dumps(faults)
+    stalls = {
+        name: [r.step.value, r.at.isoformat(), r.since.isoformat()]
+        for name, r in sorted(memory.stalls.items())
+    }
+    wanted[STALLS_KEY] = json.dumps(stalls)
+    held = memory.incumbents
+    if held.scalesets or held.entities or held.credentials:
+        record: dict[str, object] = {
+            "scalesets": dict(sorted(held.scalesets.items())),
+            "entities": sorted([kind, name, app] for (kind, name), app in held.entities.items()),
+        }
+        if held.credentials:
+            record["credentials"] = sorted(
+                [name, app, digest] for name, (app, digest) in held.credentials.items()
+            )
+        wanted[INCUMBENTS_KEY] = json.dumps(record)
+    elif INCUMBENTS_KEY in present:
+        wanted[INCUMBENTS_KEY] = "{}"
+    return {k: v for k, v in wanted.items() if k in present or v != "{}"}
+
+
+def _incumbents(raw: dict[str, object]) -> Incumbents:
+    scalesets = raw.get("scalesets")
+    entities = raw.get("entities")
+    held_scalesets: dict[str, str] = {}
+    if isinstance(scalesets, dict):
+        for name, app in cast(dict[object, object], scalesets).items():
+            if isinstance(name, str) and isinstance(app, str):
+                held_scalesets[name] = app
+    held_entities = {entity_key(kind, name): app for kind, name, app in _triples(entities)}
+    held_credentials = {a: (b, c) for a, b, c in _triples(raw.get("credentials"))}
+    return Incumbents(held_scalesets, held_entities, held_credentials)
+
+
+def _stalls(raw: dict[str, object]) -> dict[str, Recovery]:
+    """The recovery step per scale set; an unreadable entry is left out (its stall starts over)."""
+    stalls: dict[str, Recovery] = {}
+    for name, entry in raw.items():
+        for step, at, since in _triples([entry]):
+            try:
+                when, first = datetime.fromisoformat(at), datetime.fromisoformat(since)
+                stalls[name] = Recovery(Step(step), when, first)
+            except ValueError:
+                continue
+    return stalls
+
+
+def _triples(raw: object) -> list[tuple[str, str, str]]:
+    """The entries of a JSON list of three-string lists; anything else is left out."""
+    triples: list[tuple[str, str, str]] = []
+    if isinstance(raw, list):
+        for entry in cast(list[object], raw):
+            if isinstance(entry, list):
+                parts = cast(list[object], entry)
+                if len(parts) == 3 and all(isinstance(f, str) for f in parts):
+                    triples.append((str(parts[0]), str(parts[1]), str(parts[2])))
+    return triples
+
+
+def _object(fields: Mapping[str, str], key: str) -> dict[str, object]:
+    raw = fields.get(key, "")
+    if not raw:
+        return {}
+    try:
+        parsed: object = json.loads(raw)
+    except ValueError:
+        logger.warning("The remembered %s is not JSON; starting it afresh", key)
+        return {}
+    if not isinstance(parsed, dict):
+        return {}
+    return {str(k): v for k, v in cast(dict[object, object], parsed).items()}
