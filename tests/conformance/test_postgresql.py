@@ -21,10 +21,7 @@ from ops import testing
 import database
 from tests.charm_driver import CharmDriver, configurator, planned_providers
 from tests.log_secrets import register_secret
-from tests.real_garm.harness import SKIP_REASON as GARM_SKIP_REASON
-from tests.real_garm.harness import garm_binary
-from tests.real_garm.postgres import DATABASE, PostgresServer, postgres_bin
-from tests.real_garm.postgres import SKIP_REASON as PG_SKIP_REASON
+from tests.real_garm.postgres import DATABASE, PostgresServer, started_or_skipped
 from tests.simulate import Story, deploy, integrate, runners_come_up
 from tests.simulate_backends import (
     REAL,
@@ -42,13 +39,7 @@ register_secret(WRONG_PASSWORD)
 @pytest.fixture
 def postgres() -> Iterator[PostgresServer]:
     """A started PostgreSQL server on 127.0.0.1, stopped afterwards."""
-    if garm_binary() is None:
-        pytest.skip(GARM_SKIP_REASON)
-    bin_dir = postgres_bin()
-    if bin_dir is None:
-        pytest.skip(PG_SKIP_REASON)
-    with PostgresServer(bin_dir) as server:
-        register_secret(server.password)
+    with started_or_skipped() as server:
         yield server
 
 

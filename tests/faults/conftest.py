@@ -24,10 +24,8 @@ from tests.faults import stories
 from tests.faults.campaign import Outcome, Reference, reference
 from tests.faults.stories import BUSY, EMPTY, TWO, Story
 from tests.faults.world import Snapshot, World
-from tests.log_secrets import register_secret
 from tests.real_garm.harness import SKIP_REASON, garm_binary
-from tests.real_garm.postgres import SKIP_REASON as PG_SKIP_REASON
-from tests.real_garm.postgres import PostgresServer, postgres_bin
+from tests.real_garm.postgres import PostgresServer, started_or_skipped
 
 RESULTS_ENV = "FAULTS_RESULTS"
 
@@ -77,16 +75,10 @@ def campaign() -> Iterator[Campaign]:
 @pytest.fixture(scope="session")
 def postgres_campaign() -> Iterator[Campaign]:
     """A campaign world whose GARM runs on a throwaway PostgreSQL server; stopped at the end."""
-    if garm_binary() is None:
-        pytest.skip(SKIP_REASON)
-    bin_dir = postgres_bin()
-    if bin_dir is None:
-        pytest.skip(PG_SKIP_REASON)
     with (
-        PostgresServer(bin_dir) as server,
+        started_or_skipped() as server,
         tempfile.TemporaryDirectory(prefix="garm-faults-pg-") as root,
     ):
-        register_secret(server.password)
         built = Campaign(Path(root), server)
         try:
             yield built

@@ -26,6 +26,11 @@ import time
 from collections.abc import Iterator
 from pathlib import Path
 
+import pytest
+
+from tests.log_secrets import register_secret
+from tests.real_garm.harness import SKIP_REASON as GARM_SKIP_REASON
+from tests.real_garm.harness import garm_binary
 from tests.real_garm.ports import reserved_port
 
 PG_BIN_ENV = "PG_BIN"
@@ -54,6 +59,22 @@ def postgres_bin() -> Path | None:
         if all((candidate / tool).is_file() for tool in ("initdb", "pg_ctl", "psql")):
             return candidate
     return None
+
+
+@contextlib.contextmanager
+def started_or_skipped() -> Iterator[PostgresServer]:
+    """A started server for a real-GARM test, stopped afterwards; its password is a known secret.
+
+    The test skips, with one line, where real GARM or PostgreSQL's binaries are not found.
+    """
+    if garm_binary() is None:
+        pytest.skip(GARM_SKIP_REASON)
+    bin_dir = postgres_bin()
+    if bin_dir is None:
+        pytest.skip(SKIP_REASON)
+    with PostgresServer(bin_dir) as server:
+        register_secret(server.password)
+        yield server
 
 
 class PostgresServer:
