@@ -21,6 +21,7 @@ import actions
 import agent_image
 import cos
 import database
+import garm_restart
 import ingress
 import leadership
 import peer_record
@@ -224,7 +225,7 @@ class GarmCharm(ops.CharmBase):
             return Outcome(database.refused_login_status(db) or ops.BlockedStatus(not_running))
         sync = self._sync_garm(state, owned.admin, memory, agent_image.tool_reader(container), db)
         if sync.restart_garm:
-            _restart_for_stall(container, sync.status)
+            garm_restart.restart_for_stall(container, sync.status)
         kept = provider_record.trim(providers, state.providers, sync.live)
         provider_record.save_record(self.app, self.model, stored, kept)
         problems = "; ".join(
@@ -291,20 +292,6 @@ class GarmCharm(ops.CharmBase):
         notices = [*result.notices, *state.notices]
         status = chain_status(state.configurator_relation_count, notices)
         return _Sync(status, result.live, result.restart_garm)
-
-
-def _restart_for_stall(container: ops.Container, status: ops.StatusBase) -> None:
-    """Restart GARM for a scale set it stopped scaling that an update did not bring back."""
-    # A restart has every one of GARM's scale-set workers read its row again.
-    try:
-        container.restart(workload.SERVICE_NAME)
-    except (ops.pebble.APIError, ops.pebble.ChangeError) as exc:
-        logger.warning("Restarting GARM for a stalled scale set failed: %s", exc)
-        return
-    security_events.garm_restarted(
-        security_events.STALLED_SCALESET,
-        f"The charm restarted GARM: an update did not make it scale again ({status.message})",
-    )
 
 
 def _reconcile_events(on: ops.CharmEvents) -> list[ops.BoundEvent]:
