@@ -1,13 +1,13 @@
 """Lint GitHub workflows with actionlint, and their ``run:`` scripts with shellcheck.
 
 ``tox -e lint`` runs this on the repository's ``.github/workflows``;
-``tests/unit/test_actionlint.py`` runs the same command on directories of broken workflows, so
-the lint is proved to fail. actionlint is the ``actionlint`` command of the PyPI wheel pinned in
+``tests/unit/house/test_actionlint.py`` runs the same command on directories of broken workflows,
+so the lint is proved to fail. actionlint is the ``actionlint`` command of the PyPI wheel pinned in
 tox.ini (``[vars] actionlint``; AGENTS.md says why that wheel), taken from this interpreter's
-scripts directory so that another ``actionlint`` earlier on PATH (npm's is years old) is never
-the one that runs. Without it this fails: there is no skip. shellcheck is Debian's, found on
-PATH; actionlint runs it on every ``run:`` block, and without it those blocks go unchecked and
-this says so (``.ci/run`` installs it).
+scripts directory so that another ``actionlint`` earlier on PATH (npm's is years old) is never the
+one that runs. Without it this fails: there is no skip. shellcheck is Debian's, found on PATH;
+actionlint runs it on every ``run:`` block, and without it those blocks go unchecked and this says
+so (``.ci/run`` installs it).
 
 Usage: ``python tests/run_actionlint.py [WORKFLOW_DIR]``; exit status 0 when clean, else not 0.
 """

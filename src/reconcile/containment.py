@@ -11,7 +11,7 @@ what was asked), a 5xx or an unknown status is a failure on it that the next pas
 WAITING notice). ADR 0009 records the decision.
 
 This is the only module of ``src/`` that catches ``GarmApiError`` to contain it:
-``tests/unit/test_containment_policy.py`` fails on any other handler of the base error (the
+``tests/unit/house/test_containment_policy.py`` fails on any other handler of the base error (the
 charm's pass boundary and its actions aside). Knows GARM's errors and the notices; must not
 import ops.
 """

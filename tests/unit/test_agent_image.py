@@ -1,7 +1,7 @@
 """The garm-agent manifest and binaries as the charm reads them from the workload container.
 
 The container is ``ops.testing``'s, holding the directory :func:`write_agent_tools` lays out as
-the rock does; ``tests/unit/test_rock.py`` checks the rock's own script writes that layout.
+the rock does; ``tests/unit/house/test_rock.py`` checks the rock's own script writes that layout.
 """
 
 from __future__ import annotations

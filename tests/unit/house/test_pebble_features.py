@@ -12,7 +12,7 @@ from pathlib import Path
 
 import yaml
 
-REPO_ROOT = Path(__file__).resolve().parents[2]
+REPO_ROOT = Path(__file__).resolve().parents[3]
 SRC = REPO_ROOT / "src"
 
 # Juju version -> the Pebble it bundles. Source: the Ops documentation, "Pebble provided by

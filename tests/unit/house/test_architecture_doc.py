@@ -10,7 +10,7 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[3]
 SRC = ROOT / "src"
 DOC = ROOT / "docs" / "explanation" / "architecture.md"
 _SPAN = re.compile(r'start_as_current_span\("([^"]+)"\)')

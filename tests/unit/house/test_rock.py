@@ -28,7 +28,7 @@ import provider_shim
 import workload
 from tests.real_garm.pin import GARM_PART, PROVIDER_PART, load_rockcraft, read_pin
 
-REPO_ROOT = Path(__file__).resolve().parents[2]
+REPO_ROOT = Path(__file__).resolve().parents[3]
 SHARED_GARM_README = REPO_ROOT.parent / "shared" / "garm" / "README.md"
 SHIM_PART = "provider-shim"
 AGENT_PART = "garm-agent"

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-SRC = Path(__file__).resolve().parents[2] / "src"
+SRC = Path(__file__).resolve().parents[3] / "src"
 GARM_SIDE = ("garm", "reconcile")
 # Flat modules that know neither Juju nor GARM: what the charm hands to the GARM side.
 VOCABULARY = frozenset(

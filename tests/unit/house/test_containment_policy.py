@@ -13,7 +13,7 @@ from __future__ import annotations
 import ast
 from pathlib import Path
 
-SRC = Path(__file__).resolve().parents[2] / "src"
+SRC = Path(__file__).resolve().parents[3] / "src"
 BASE_ERROR = "GarmApiError"
 BROAD = frozenset({"Exception", "BaseException"})
 ALLOWED = {

@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-RUN_ACTIONLINT = Path(__file__).resolve().parents[1] / "run_actionlint.py"
+RUN_ACTIONLINT = Path(__file__).resolve().parents[2] / "run_actionlint.py"
 HEADER = """\
 on: push
 permissions:

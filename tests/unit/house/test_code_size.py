@@ -9,7 +9,7 @@ from __future__ import annotations
 import ast
 from pathlib import Path
 
-SRC = Path(__file__).resolve().parents[2] / "src"
+SRC = Path(__file__).resolve().parents[3] / "src"
 MAX_MODULE_LINES = 450
 MAX_CLASS_LINES = 250
 SELF_CONTAINED = frozenset({"garm_entrypoint.py"})

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[3]
 SRC = ROOT / "src"
 PAGE = ROOT / "docs" / "reference" / "statuses.md"
 STATUS_KINDS = {"ActiveStatus", "WaitingStatus", "BlockedStatus", "MaintenanceStatus"}

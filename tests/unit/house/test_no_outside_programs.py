@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-REPO_ROOT = Path(__file__).resolve().parents[2]
+REPO_ROOT = Path(__file__).resolve().parents[3]
 # The first bytes of executables and archives: ELF, Mach-O (both byte orders, 32 and 64 bit),
 # PE, and the zip and gzip containers Go toolchains and release tarballs come in.
 BINARY_MAGIC = (

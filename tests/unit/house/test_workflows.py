@@ -18,7 +18,7 @@ import yaml
 
 from tests.integration.prerequisites import REQUIRE_ENV, give_up, input_problems
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[3]
 WORKFLOW = ROOT / ".github" / "workflows" / "ci.yaml"
 # Where the integration suite reads its environment.
 INTEGRATION_SOURCES = [

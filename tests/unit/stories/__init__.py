@@ -1,0 +1,1 @@
+"""Behaviour stories: the real charm through several hooks, one feature across modules."""
