@@ -14,6 +14,7 @@ import ops
 import pytest
 from ops import testing
 
+import agent_image
 import workload
 from leadership import PEER_RELATION
 from tests.charm_driver import (
@@ -393,8 +394,12 @@ def test_converged_hook_makes_no_write(driver: CharmDriver, garm: GarmEmulator, 
         assert driver.replans == replans
         # Nothing Juju keeps is rewritten either: the same value still fires relation-changed.
         assert driver.juju_writes() == {}
-        # The plan is read once and handed on (log targets, database, providers, the layer).
+        # The workload is read once and handed on: the plan (log targets, database, providers,
+        # the layer), the pushed entrypoint and the garm-agent manifest.
         assert driver.plan_reads == 1
+        assert sorted(driver.pulls) == sorted(
+            [workload.ENTRYPOINT_PATH, agent_image.MANIFEST_PATH]
+        )
 
 
 def test_relation_without_data_does_not_reconcile_to_zero(driver: CharmDriver, garm: GarmEmulator):
