@@ -92,15 +92,15 @@ def test_garm_dies_deleting_a_scaleset_whose_disable_it_missed_and_comes_back(
         assert github.scalesets() == []
 
 
-def test_a_garm_that_hangs_at_start_is_dumped_and_started_again(
-    tmp_path: Path, github: GitHubStandin, monkeypatch: pytest.MonkeyPatch
-):
+def garm_hanging_once(directory: Path) -> Path:
+    """A GARM whose first start hangs, as v0.2.1-afda4e76 was seen to; later starts are GARM.
+
+    SIGQUIT ends the hung one as Go's runtime does, after writing where it waits.
+    """
     real_binary = garm_binary()
     assert real_binary is not None
-    # A GARM whose first start hangs, as v0.2.1-afda4e76 was seen to; SIGQUIT ends it as Go's
-    # runtime does, after writing where it waits.
-    hung_once = tmp_path / "hung-once"
-    wrapper = tmp_path / "garm-hanging-once"
+    hung_once = directory / "hung-once"
+    wrapper = directory / "garm-hanging-once"
     wrapper.write_text(
         f"#!{sys.executable}\n"
         "import os, pathlib, signal, sys, time\n"
@@ -118,6 +118,13 @@ def test_a_garm_that_hangs_at_start_is_dumped_and_started_again(
         encoding="utf-8",
     )
     wrapper.chmod(0o755)
+    return wrapper
+
+
+def test_a_garm_that_hangs_at_start_is_dumped_and_started_again(
+    tmp_path: Path, github: GitHubStandin, monkeypatch: pytest.MonkeyPatch
+):
+    wrapper = garm_hanging_once(tmp_path)
     monkeypatch.setattr(harness, "START_TIMEOUT", 5.0)
     garm = RealGarm.prepare(
         tmp_path / "root", binary=wrapper, github_endpoint=github.endpoint_params()

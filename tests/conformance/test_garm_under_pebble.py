@@ -25,10 +25,24 @@ import security_events
 import workload
 from tests.charm_driver import CharmDriver, base_state
 from tests.conformance.backends import wait_for
-from tests.conformance.conftest import deployed, prepared_real_garm
+from tests.conformance.conftest import (
+    ADMIN_PASSWORD,
+    ADMIN_USERNAME,
+    PROVIDER_NAME,
+    deployed,
+    prepared_real_garm,
+    provider_entry,
+)
+from tests.conformance.test_garm_exit import garm_hanging_once
 from tests.github_standin import GitHubStandin
 from tests.local_parts import PEBBLE
-from tests.real_garm.harness import SKIP_REASON, UNEXPECTED_EXITS, RealGarm, garm_binary
+from tests.real_garm.harness import (
+    SKIP_REASON,
+    UNEXPECTED_EXITS,
+    RealGarm,
+    garm_binary,
+    standalone_environment,
+)
 from tests.real_garm.pebble_service import CHECK_FAILED, PebbleService
 from tests.security_log import security_events as logged
 
@@ -141,3 +155,26 @@ def test_a_hung_garm_fails_its_check_is_restarted_by_pebble_and_reported_by_the_
     assert f"Pebble reports the garm service {pebble_state}" in event["description"]
     # The GARM Pebble started again answers the charm's next hook on the same database.
     assert driver.run(driver.ctx.on.update_status()).unit_status == status
+
+
+def test_a_garm_that_hangs_at_start_is_ended_by_its_check_and_started_again_by_pebble(
+    tmp_path: Path, github: GitHubStandin
+):
+    garm = RealGarm.prepare(
+        tmp_path / "root",
+        binary=garm_hanging_once(tmp_path),
+        github_endpoint=github.endpoint_params(),
+    )
+    try:
+        # Long before the harness's own patience ends (START_TIMEOUT), the check does: three
+        # failures, 5 s apart, take the check down, and Pebble ends GARM and starts it again.
+        garm.start(standalone_environment([provider_entry(PROVIDER_NAME)]))
+
+        assert _expected_exit(garm).endswith(
+            "hung at start (Pebble's check ended it); started again"
+        )
+        assert garm.starts == 2
+        garm.bootstrap(ADMIN_USERNAME, ADMIN_PASSWORD, urls=True)
+        assert garm.providers() == [PROVIDER_NAME]
+    finally:
+        garm.stop()

@@ -25,7 +25,8 @@ started in its own session and stopped by its pid (the whole group, so the provi
 too), and a GARM that exits on its own is started again as Pebble would (its back-off). Either
 way, GARM's log is kept in the work directory for failure messages; a GARM that does not answer
 in time is sent SIGQUIT (Go then writes every goroutine's stack to the log) and started once
-more. Exits are noted in :attr:`RealGarm.exits` and :data:`UNEXPECTED_EXITS`. A GARM that
+more; under Pebble, its ``garm-alive`` check usually goes down first (15 s), and Pebble ends
+it and starts it again, as in the pod. Exits are noted in :attr:`RealGarm.exits` and :data:`UNEXPECTED_EXITS`. A GARM that
 exits before it answers is the caller's :class:`GarmStartError`, and stays stopped.
 """
 
@@ -51,7 +52,7 @@ import garm_entrypoint
 from tests.local_parts import GARM, PEBBLE
 from tests.log_secrets import register_secret
 from tests.real_garm import provider_standin
-from tests.real_garm.pebble_service import PebbleService, ServiceProcess, alive
+from tests.real_garm.pebble_service import CHECK_FAILED, PebbleService, ServiceProcess, alive
 from tests.real_garm.ports import reserved_port
 from tests.real_garm.provider_standin import Catalogue
 from tests.real_garm.proxy import API_PREFIX, RecordedCall, RecordingProxy, writes
@@ -104,12 +105,15 @@ class GarmStartError(RuntimeError):
 
 
 class GarmHungError(GarmStartError):
-    """GARM ran but did not answer in time; its goroutines' stacks are at the end of its log."""
+    """GARM ran but did not answer in time, and was ended: by the harness or by Pebble's check."""
 
-    def __init__(self, message: str, *, pid: int) -> None:
-        """``pid``: the GARM that hung (ended since)."""
+    def __init__(
+        self, message: str, *, pid: int, note: str = "its goroutines are in its log"
+    ) -> None:
+        """``pid``: the GARM that hung (ended since); ``note``: how it ended, for the exits."""
         super().__init__(message)
         self.pid = pid
+        self.note = note
 
 
 # GARM's process: the harness's child, or Pebble's.
@@ -567,7 +571,7 @@ class RealGarm:
             # that holds credentials and entities: its cache worker never finished loading
             # them (it takes the credentials and the entity cache locks in opposite orders
             # there). A second start gets through.
-            self._note_exit("hung at start (its goroutines are in its log); started again")
+            self._note_exit(f"hung at start ({hung.note}); started again")
             log_start = self.log_path.stat().st_size
             if self._service is None:
                 self._spawn(self.environment)
@@ -657,10 +661,11 @@ class RealGarm:
         self._service.start(shlex.join(self._command(self._port)), env, check_url)
         try:
             self._adopt(self._service, None)
+        except GarmHungError:
+            raise  # Pebble restarts it: it exited
         except GarmStartError as failed:
-            if not isinstance(failed, GarmHungError):  # a hung one is Pebble's to restart
-                self._service.stop()
-            raise
+            self._service.stop()
+            raise GarmStartError(f"{failed}\nPebble's log:\n{self._service.log_tail()}") from None
 
     def _adopt(self, service: PebbleService, old_pid: int | None) -> None:
         """Take the GARM Pebble started in place of ``old_pid``; return once it answers."""
@@ -698,6 +703,13 @@ class RealGarm:
         deadline = time.monotonic() + START_TIMEOUT
         while time.monotonic() < deadline:
             if self._process is not None and self._process.poll() is not None:
+                if self._process.returncode == CHECK_FAILED:
+                    # Pebble restarts a GARM that hangs at start once its check goes down.
+                    raise GarmHungError(
+                        f"GARM did not answer its check at start:\n{self.log_tail()}",
+                        pid=self._process.pid,
+                        note="Pebble's check ended it",
+                    )
                 raise GarmStartError(
                     f"GARM exited with {self._process.returncode}:\n{self.log_tail()}"
                 )

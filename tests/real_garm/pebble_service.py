@@ -115,6 +115,14 @@ class PebbleService:
                 return "?"
             time.sleep(POLL)
 
+    def log_tail(self, lines: int = 15) -> str:
+        """The last lines of Pebble's own log (its services' starts, exits, checks)."""
+        try:
+            text = self.pebble.log.read_text(encoding="utf-8", errors="replace")
+        except OSError:
+            return ""
+        return "\n".join(text.splitlines()[-lines:])
+
     def close(self) -> None:
         """Stop the daemon (its services first), then remove its directory."""
         self.pebble.stop()
