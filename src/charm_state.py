@@ -85,6 +85,7 @@ class CharmState(DesiredState):
         return cls(
             providers=parsed.providers,
             credentials=parsed.credentials,
+            endpoints=parsed.endpoints,
             entities=parsed.entities,
             scalesets=scalesets,
             debug_ssh=debug.connections,

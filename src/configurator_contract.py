@@ -19,6 +19,7 @@ import jsonschema
 
 from desired_state import UnitData
 from garm_entrypoint import UNIT_NAME_PATTERN
+from github_endpoint import BASE_URL_FIELD, CA_BUNDLE_FIELD, endpoint_name
 from runner_options import RUNNER_OPTION_DATABAG_KEYS
 
 CONFIGURATOR_RELATION_NAME = "garm-configurator"
@@ -52,11 +53,14 @@ PROVIDER_DATABAG_KEYS = (
 )
 PRIVATE_KEY_FIELD = "github_private_key_secret_uri"
 GITHUB_DATABAG_KEYS = ("github_app_id", "github_installation_id", PRIVATE_KEY_FIELD)
+# Published with org/repo by every unit: they say which GitHub the organisation is on.
+ENDPOINT_DATABAG_KEYS = (BASE_URL_FIELD, CA_BUNDLE_FIELD)
 CONTRACT_KEYS = (
     SCALESET_DATABAG_KEYS
     + RUNNER_OPTION_DATABAG_KEYS
     + PROVIDER_DATABAG_KEYS
     + GITHUB_DATABAG_KEYS
+    + ENDPOINT_DATABAG_KEYS
 )
 # The entrypoint is the source: it checks the same name again inside the container, where it
 # becomes a file path, and cannot import this module.
@@ -146,6 +150,11 @@ def entity_target(data: Mapping[str, str]) -> tuple[str, str] | None:
     if repo := text(data, "repo"):
         return ("repository", repo)
     return None
+
+
+def lenient_endpoint(data: Mapping[str, str]) -> str | None:
+    """The GARM endpoint a databag's ``github_base_url`` names; None when it does not parse."""
+    return endpoint_name(text(data, BASE_URL_FIELD))
 
 
 def lenient_ids(data: Mapping[str, str]) -> tuple[int, int] | None:

@@ -20,12 +20,15 @@ from configurator_contract import (
     PRIVATE_KEY_FIELD,
     entity_target,
     has_contract_data,
+    lenient_endpoint,
     lenient_ids,
     single_line,
 )
 from desired_state import (
+    DEFAULT_GITHUB_ENDPOINT,
     ConfiguratorInputs,
     CredentialSpec,
+    EndpointSpec,
     EntityKey,
     EntitySpec,
     Held,
@@ -38,6 +41,7 @@ from desired_state import (
     credential_name,
     entity_key,
 )
+from github_endpoint import CA_BUNDLE_FIELD
 
 logger = logging.getLogger(__name__)
 
@@ -61,6 +65,8 @@ class Merge:
         self.provider_owner: dict[str, str] = {}
         # Credential name to its holder and the digest of the holder's App key.
         self.credential_owner: dict[str, tuple[str, str]] = {}
+        # Endpoint name to the first configurator that described it and its CA bundle.
+        self.endpoint_owner: dict[str, EndpointSpec] = {}
 
     def seat_incumbents(self, contributions: Sequence[Contribution], held: Incumbents) -> None:
         """Give each name to the configurator that holds it in GARM, if it still claims it.
@@ -95,7 +101,7 @@ class Merge:
         (self.refused if c.problems else self.accepted).append(c)
 
     def _conflicts(self, c: Contribution) -> list[InputProblem]:
-        conflicts = self._foreign_providers(c) + self._foreign_apps(c)
+        conflicts = self._foreign_providers(c) + self._foreign_apps(c) + self._other_ca(c)
         for name in sorted(c.names):
             owner = self.scaleset_owner.setdefault(name, c.app)
             if owner != c.app:
@@ -151,13 +157,36 @@ class Merge:
             problems.append(InputProblem(c.app, reason, blocked=True))
         return problems
 
+    def _other_ca(self, c: Contribution) -> list[InputProblem]:
+        """Configurators on one GitHub Enterprise Server must give GARM the same CA bundle.
+
+        GARM keeps one bundle per endpoint: the first configurator (relation-id order) to
+        describe the server sets it, and one that gives another bundle is refused.
+        """
+        problems: list[InputProblem] = []
+        for name, spec in sorted(c.endpoints.items()):
+            first = self.endpoint_owner.setdefault(name, spec)
+            if first.certificates != spec.certificates:
+                logger.warning(
+                    "refusing endpoint %s from %s: its CA bundle differs from %s's",
+                    name,
+                    c.app,
+                    first.source,
+                )
+                reason = f"{CA_BUNDLE_FIELD} for {name} differs from {first.source}'s"
+                problems.append(InputProblem(c.app, reason, blocked=True))
+        return problems
+
     def result(self) -> ConfiguratorInputs:
         """Return what the accepted configurators ask for and what the refused ones hold."""
         credentials: dict[str, CredentialSpec] = {}
         entities: dict[EntityKey, EntitySpec] = {}
         scalesets: list[ScalesetSpec] = []
         shared_held: set[str] = set()
+        endpoints: dict[str, EndpointSpec] = {}
         for c in self.accepted:
+            for name, endpoint in c.endpoints.items():
+                endpoints.setdefault(name, endpoint)
             for spec in c.credentials.values():
                 # Only the holder's data is ever written to its credential; one that shares it
                 # uses it as GARM has it, and while the holder is held, so is the credential.
@@ -175,7 +204,11 @@ class Merge:
             scalesets=tuple(scalesets),
             problems=tuple(self.problems),
             held=self._held(set(credentials), set(entities), shared_held - set(credentials)),
-            identity_unknown=any(c.unnamed and not c.names for c in self.refused),
+            # A base URL that does not parse hides which organisation and App are meant.
+            identity_unknown=any(
+                (c.unnamed and not c.names) or c.endpoint_unreadable for c in self.refused
+            ),
+            endpoints=tuple(endpoints.values()),
         )
 
     def _held(
@@ -232,6 +265,8 @@ class Contribution:
     entity_credentials: dict[EntityKey, str] = field(default_factory=dict[EntityKey, str])
     credential_names: set[str] = field(default_factory=set[str])
     unnamed: bool = False
+    endpoints: dict[str, EndpointSpec] = field(default_factory=dict[str, EndpointSpec])
+    endpoint_unreadable: bool = False
 
     def identify(self, unit: UnitData) -> None:
         """Record the names this unit's data points at, readable or not."""
@@ -245,8 +280,13 @@ class Contribution:
         target = (
             entity_target(data) if single_line(data, "org") or single_line(data, "repo") else None
         )
+        endpoint = lenient_endpoint(data)
+        if endpoint is None:
+            self.endpoint_unreadable = True
+            endpoint = DEFAULT_GITHUB_ENDPOINT
         if ids is not None:
-            self.credential_names.add(credential_name(*ids))
+            self.credential_names.add(credential_name(*ids, endpoint))
         if target is not None:
-            key = entity_key(*target)
-            self.entity_credentials.setdefault(key, credential_name(*ids) if ids else "")
+            key = entity_key(*target, endpoint)
+            credential = credential_name(*ids, endpoint) if ids else ""
+            self.entity_credentials.setdefault(key, credential)

@@ -27,6 +27,7 @@ from desired_state import (
     MANAGED_CREDENTIAL_DESCRIPTION,
     ConfiguratorInputs,
     CredentialSpec,
+    EndpointSpec,
     EntitySpec,
     Incumbents,
     InputProblem,
@@ -37,6 +38,7 @@ from desired_state import (
     credential_name,
     entity_key,
 )
+from github_endpoint import BASE_URL_FIELD, CA_BUNDLE_FIELD, read_endpoint
 from github_key import pkcs1_key_problem
 from runner_options import RunnerConfig
 
@@ -122,11 +124,14 @@ class _ConfiguratorParser:
             _problem(contribution, unit, "invalid keys: " + ", ".join(failed))
             return
         self._add_provider(contribution, unit)
+        endpoint = _endpoint(contribution, unit)
+        if endpoint is None:
+            return
         ids = self._github_ids(contribution, unit)
         if ids is not None:
-            self._add_credential(contribution, unit, ids)
-            self._add_entity(contribution, unit, ids)
-        self._add_scaleset(contribution, unit)
+            self._add_credential(contribution, unit, ids, endpoint)
+            self._add_entity(contribution, unit, ids, endpoint)
+        self._add_scaleset(contribution, unit, endpoint)
 
     def _secret(self, uri: str) -> str | None:
         if self._read_secret is None:
@@ -202,14 +207,16 @@ class _ConfiguratorParser:
             return None
         return int(app_raw), int(installation_raw)
 
-    def _add_credential(self, c: Contribution, unit: UnitData, ids: tuple[int, int]) -> None:
+    def _add_credential(
+        self, c: Contribution, unit: UnitData, ids: tuple[int, int], endpoint: str
+    ) -> None:
         uri = text(unit.data, "github_private_key_secret_uri")
         if not uri or ids in c.credentials:
             return
-        name = credential_name(*ids)
+        name = credential_name(*ids, endpoint)
         private_key = self._secret(uri)
         if self._read_secret is None:
-            c.credentials[ids] = _credential(c, ids, UNREAD_SECRET)
+            c.credentials[ids] = _credential(c, ids, UNREAD_SECRET, endpoint)
             return
         if private_key is None:
             logger.warning(
@@ -239,16 +246,18 @@ class _ConfiguratorParser:
             )
             _problem(c, unit, key_problem)
             return
-        c.credentials[ids] = _credential(c, ids, private_key)
+        c.credentials[ids] = _credential(c, ids, private_key, endpoint)
 
-    def _add_entity(self, c: Contribution, unit: UnitData, ids: tuple[int, int]) -> None:
+    def _add_entity(
+        self, c: Contribution, unit: UnitData, ids: tuple[int, int], endpoint: str
+    ) -> None:
         target = entity_target(unit.data)
         if target is None:
             return
-        wanted = credential_name(*ids)
-        existing = c.entities.get(entity_key(*target))
+        wanted = credential_name(*ids, endpoint)
+        existing = c.entities.get(entity_key(*target, endpoint))
         if existing is None:
-            spec = EntitySpec(target[0], target[1], wanted, source=c.app)
+            spec = EntitySpec(target[0], target[1], wanted, source=c.app, endpoint=endpoint)
             c.entities[spec.key] = spec
         elif existing.credentials_name != wanted:
             logger.warning(
@@ -260,8 +269,8 @@ class _ConfiguratorParser:
                 unit.unit_name,
             )
 
-    def _add_scaleset(self, c: Contribution, unit: UnitData) -> None:
-        spec = _scaleset_spec(c, unit)
+    def _add_scaleset(self, c: Contribution, unit: UnitData, endpoint: str) -> None:
+        spec = _scaleset_spec(c, unit, endpoint)
         if spec is None:
             return
         from_provider_unit = bool(text(unit.data, "openstack_auth_url"))
@@ -272,10 +281,12 @@ class _ConfiguratorParser:
             c.scalesets[spec.name] = Candidate(spec, from_provider_unit)
 
 
-def _credential(c: Contribution, ids: tuple[int, int], private_key: str) -> CredentialSpec:
+def _credential(
+    c: Contribution, ids: tuple[int, int], private_key: str, endpoint: str
+) -> CredentialSpec:
     return CredentialSpec(
-        name=credential_name(*ids),
-        endpoint=DEFAULT_GITHUB_ENDPOINT,
+        name=credential_name(*ids, endpoint),
+        endpoint=endpoint,
         app_id=ids[0],
         installation_id=ids[1],
         private_key=private_key,
@@ -284,7 +295,21 @@ def _credential(c: Contribution, ids: tuple[int, int], private_key: str) -> Cred
     )
 
 
-def _scaleset_spec(c: Contribution, unit: UnitData) -> ScalesetSpec | None:
+def _endpoint(c: Contribution, unit: UnitData) -> str | None:
+    """The GARM endpoint of the unit's entity (its server joins ``c``); None when refused."""
+    base_url = text(unit.data, BASE_URL_FIELD)
+    name, reason = read_endpoint(base_url, text(unit.data, CA_BUNDLE_FIELD))
+    if reason:
+        logger.warning("ignoring the GitHub data of %s: %s", unit.unit_name, reason)
+        _problem(c, unit, reason)
+        return None
+    if name != DEFAULT_GITHUB_ENDPOINT:
+        bundle = text(unit.data, CA_BUNDLE_FIELD)
+        c.endpoints.setdefault(name, EndpointSpec(name, base_url, bundle, source=c.app))
+    return name
+
+
+def _scaleset_spec(c: Contribution, unit: UnitData, endpoint: str) -> ScalesetSpec | None:
     data = unit.data
     name = text(data, "name")
     if not name:
@@ -331,6 +356,7 @@ def _scaleset_spec(c: Contribution, unit: UnitData) -> ScalesetSpec | None:
         source=c.app,
         # The schema admits only "true", "false" or nothing; older configurators send nothing.
         enable_shell=text(data, "enable_shell") == "true",
+        endpoint=endpoint,
     )
 
 

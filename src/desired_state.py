@@ -15,10 +15,16 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import NamedTuple
 
+from github_endpoint import (
+    DEFAULT_GITHUB_ENDPOINT,
+    api_base_url,
+    ca_certificates,
+    root_url,
+    upload_base_url,
+)
 from github_key import public_key_digest
 from runner_options import RunnerConfig
 
-DEFAULT_GITHUB_ENDPOINT = "github.com"
 # GARM credentials with this description are the charm's; any other is left alone.
 MANAGED_CREDENTIAL_DESCRIPTION = "Managed by garm"
 
@@ -59,6 +65,34 @@ class ProviderConfig:
 
 
 @dataclass(frozen=True)
+class EndpointSpec:
+    """A GitHub Enterprise Server endpoint the charm keeps in GARM (never github.com's).
+
+    Attributes:
+        name: the endpoint's name in GARM, derived from the base URL
+            (:func:`github_endpoint.endpoint_name`).
+        base_url: the server's root URL as the configurator gave it.
+        ca_bundle: PEM certificates GARM trusts for it; ``""`` for the system's.
+        source: the configurator application that publishes it, for the status.
+    """
+
+    name: str
+    base_url: str
+    ca_bundle: str = ""
+    source: str = ""
+
+    @property
+    def urls(self) -> tuple[str, str, str]:
+        """The base, API and upload URLs GARM is given."""
+        return root_url(self.base_url), api_base_url(self.base_url), upload_base_url(self.base_url)
+
+    @functools.cached_property
+    def certificates(self) -> tuple[bytes, ...]:
+        """The bundle's certificates in the form compared with GARM's (DER, each once)."""
+        return ca_certificates(self.ca_bundle)
+
+
+@dataclass(frozen=True)
 class CredentialSpec:
     """A GitHub App credential the charm keeps in GARM."""
 
@@ -86,21 +120,23 @@ class CredentialSpec:
 
 
 class EntityKey(NamedTuple):
-    """An organisation or repository as GitHub tells one apart: its kind and its folded name.
+    """An organisation or repository as GitHub tells one apart: kind, folded name, endpoint.
 
     GitHub compares organisation and repository names without regard to letter case, and so
     does GARM's duplicate check (it refuses ``Org-B`` beside ``org-b``), so every match of an
     entity (the merge, ownership, placement, the reconcilers) is made on this key, while the
-    name itself keeps the case a configurator gave it.
+    name itself keeps the case a configurator gave it. ``canonical`` on github.com and
+    ``canonical`` on a GitHub Enterprise Server are two organisations (GARM keeps both).
     """
 
     kind: str
     name: str
+    endpoint: str = DEFAULT_GITHUB_ENDPOINT
 
 
-def entity_key(kind: str, name: str) -> EntityKey:
-    """The key of an organisation or repository (``owner/repo``): its name case-folded."""
-    return EntityKey(kind, name.lower())
+def entity_key(kind: str, name: str, endpoint: str = DEFAULT_GITHUB_ENDPOINT) -> EntityKey:
+    """The key of an organisation or repository (``owner/repo``): names case-folded."""
+    return EntityKey(kind, name.lower(), (endpoint or DEFAULT_GITHUB_ENDPOINT).lower())
 
 
 @dataclass(frozen=True)
@@ -111,11 +147,12 @@ class EntitySpec:
     entity_name: str  # org name, or "owner/repo"
     credentials_name: str
     source: str = ""  # the configurator application that publishes it, for the status
+    endpoint: str = DEFAULT_GITHUB_ENDPOINT  # GARM's name of its GitHub
 
     @property
     def key(self) -> EntityKey:
         """The entity as GitHub tells it apart (:func:`entity_key`)."""
-        return entity_key(self.entity_type, self.entity_name)
+        return entity_key(self.entity_type, self.entity_name, self.endpoint)
 
 
 @dataclass(frozen=True)
@@ -142,11 +179,12 @@ class ScalesetSpec:
     runner_config: RunnerConfig = field(default_factory=RunnerConfig)
     source: str = ""  # the configurator application that publishes it, for the status
     enable_shell: bool = False  # GARM's remote shell on its runners (needs the agent and TLS)
+    endpoint: str = DEFAULT_GITHUB_ENDPOINT  # GARM's name of the entity's GitHub
 
     @property
     def entity_key(self) -> EntityKey:
         """The scale set's organisation or repository as GitHub tells it apart."""
-        return entity_key(self.entity_type, self.entity_name)
+        return entity_key(self.entity_type, self.entity_name, self.endpoint)
 
 
 @dataclass(frozen=True)
@@ -220,11 +258,20 @@ class ConfiguratorInputs:
     problems: tuple[InputProblem, ...] = ()
     held: Held = Held()
     identity_unknown: bool = False
+    endpoints: tuple[EndpointSpec, ...] = ()
 
 
-def credential_name(app_id: int, installation_id: int) -> str:
-    """Return the GARM credential name the charm uses for one GitHub App installation."""
-    return f"app-{app_id}-{installation_id}"
+def credential_name(
+    app_id: int, installation_id: int, endpoint: str = DEFAULT_GITHUB_ENDPOINT
+) -> str:
+    """Return the GARM credential name the charm uses for one GitHub App installation.
+
+    A GitHub Enterprise Server numbers its Apps on its own, so its App 1 is not github.com's:
+    the name then ends in the endpoint's. github.com's names stay as they always were.
+    """
+    if endpoint == DEFAULT_GITHUB_ENDPOINT:
+        return f"app-{app_id}-{installation_id}"
+    return f"app-{app_id}-{installation_id}-{endpoint}"
 
 
 def app_of_provider(provider_name: str) -> str:
@@ -326,6 +373,7 @@ class DesiredState:
         agent_tools: the garm-agent binaries the image ships (for agent mode).
         external_url: the base URL GARM is reached on from outside (ingress, else in-cluster),
             for its controller URLs; empty leaves GARM's controller as it is.
+        endpoints: the GitHub Enterprise Server endpoints the credentials are on.
     """
 
     providers: tuple[ProviderConfig, ...]
@@ -341,6 +389,7 @@ class DesiredState:
     prune: bool = True
     agent_tools: AgentTools = field(default_factory=AgentTools)
     external_url: str = ""
+    endpoints: tuple[EndpointSpec, ...] = ()
 
     @property
     def blocked(self) -> bool:

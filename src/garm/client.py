@@ -21,9 +21,11 @@ from garm.models import (
     AgentToolsPage,
     ControllerInfo,
     CreateCredentialParams,
+    CreateEndpointParams,
     CreateScaleSetParams,
     CreateTemplateParams,
     Credential,
+    Endpoint,
     FileObject,
     GarmConnectionError,
     GarmProtocolError,
@@ -34,6 +36,7 @@ from garm.models import (
     ScaleSet,
     Template,
     UpdateCredentialParams,
+    UpdateEndpointParams,
     UpdateScaleSetParams,
 )
 from garm.transport import (
@@ -164,6 +167,25 @@ class GarmClient(GarmSession):
     def list_providers(self) -> list[Provider]:
         """List the providers the running GARM process loaded."""
         return self._transport.call_list("/providers", Provider)
+
+    def list_endpoints(self) -> list[Endpoint]:
+        """List GitHub endpoints (github.com and any GitHub Enterprise Server)."""
+        return self._transport.call_list("/github/endpoints", Endpoint)
+
+    def create_endpoint(self, params: CreateEndpointParams) -> Endpoint:
+        """Create a GitHub endpoint."""
+        return parse_model(
+            Endpoint, self._transport.call("POST", "/github/endpoints", params.wire())
+        )
+
+    def update_endpoint(self, name: str, params: UpdateEndpointParams) -> Endpoint:
+        """Update a GitHub endpoint in place (its name cannot change)."""
+        path = f"/github/endpoints/{name}"
+        return parse_model(Endpoint, self._transport.call("PUT", path, params.wire()))
+
+    def delete_endpoint(self, name: str) -> None:
+        """Delete a GitHub endpoint (GARM refuses while credentials use it)."""
+        self._transport.call("DELETE", f"/github/endpoints/{name}")
 
     def list_credentials(self) -> list[Credential]:
         """List GitHub credentials."""

@@ -143,6 +143,26 @@ class Provider(ResponseModel):
     description: str | None = None
 
 
+class Endpoint(ResponseModel):
+    """A GitHub endpoint (github.com or a GitHub Enterprise Server) as GARM lists it.
+
+    ``ca_cert_bundle`` is base64 of the PEM bundle GARM trusts for it, None when it has none.
+    """
+
+    name: str | None = None
+    description: str | None = None
+    base_url: str | None = None
+    api_base_url: str | None = None
+    upload_base_url: str | None = None
+    ca_cert_bundle: str | None = None
+
+
+class EndpointRef(ResponseModel):
+    """The endpoint an object of GARM's sits on, as nested in its answer (name only read)."""
+
+    name: str | None = None
+
+
 class Credential(ResponseModel):
     """GitHub credentials as listed by GARM (keys are never returned)."""
 
@@ -150,6 +170,7 @@ class Credential(ResponseModel):
     name: str | None = None
     description: str | None = None
     auth_type: str | None = Field(default=None, alias="auth-type")
+    endpoint: EndpointRef | None = None
 
 
 class Organization(ResponseModel):
@@ -160,6 +181,7 @@ class Organization(ResponseModel):
     credentials_name: str | None = None
     credentials_id: int | None = None
     agent_mode: bool | None = None
+    endpoint: EndpointRef | None = None
 
 
 class Repository(ResponseModel):
@@ -171,6 +193,7 @@ class Repository(ResponseModel):
     credentials_name: str | None = None
     credentials_id: int | None = None
     agent_mode: bool | None = None
+    endpoint: EndpointRef | None = None
 
 
 class Tag(ResponseModel):
@@ -206,6 +229,7 @@ class ScaleSet(ResponseModel):
     repo_id: str | None = None
     repo_name: str | None = None
     enable_shell: bool | None = None
+    endpoint: EndpointRef | None = None
 
 
 class Job(ResponseModel):
@@ -298,6 +322,27 @@ class CreateCredentialParams(RequestModel):
     endpoint: str
     auth_type: str = "app"
     app: GithubApp
+
+
+class CreateEndpointParams(RequestModel):
+    """Body of ``POST /github/endpoints``; ``ca_cert_bundle`` is base64 of a PEM bundle."""
+
+    name: str
+    description: str
+    base_url: str
+    api_base_url: str
+    upload_base_url: str
+    ca_cert_bundle: str | None = None
+
+
+class UpdateEndpointParams(RequestModel):
+    """Body of ``PUT /github/endpoints/{name}``: only what is set changes (no rename, no clear)."""
+
+    description: str | None = None
+    base_url: str | None = None
+    api_base_url: str | None = None
+    upload_base_url: str | None = None
+    ca_cert_bundle: str | None = None
 
 
 class UpdateCredentialParams(RequestModel):

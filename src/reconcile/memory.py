@@ -30,7 +30,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import cast
 
-from desired_state import Incumbents, entity_key
+from desired_state import DEFAULT_GITHUB_ENDPOINT, EntityKey, Incumbents, entity_key
 from reconcile.scalesets.stall import Recovery, Step
 
 logger = logging.getLogger(__name__)
@@ -110,7 +110,7 @@ def encode(memory: Memory, present: Collection[str]) -> dict[str, str]:
     if held.scalesets or held.entities or held.credentials:
         record: dict[str, object] = {
             "scalesets": dict(sorted(held.scalesets.items())),
-            "entities": sorted([kind, name, app] for (kind, name), app in held.entities.items()),
+            "entities": sorted(_entity_entry(key, app) for key, app in held.entities.items()),
         }
         if held.credentials:
             record["credentials"] = sorted(
@@ -130,7 +130,9 @@ def _incumbents(raw: dict[str, object]) -> Incumbents:
         for name, app in cast(dict[object, object], scalesets).items():
             if isinstance(name, str) and isinstance(app, str):
                 held_scalesets[name] = app
-    held_entities = {entity_key(kind, name): app for kind, name, app in _triples(entities)}
+    held_entities = {
+        entity_key(kind, name, *endpoint): app for kind, name, app, *endpoint in _entries(entities)
+    }
     held_credentials = {a: (b, c) for a, b, c in _triples(raw.get("credentials"))}
     return Incumbents(held_scalesets, held_entities, held_credentials)
 
@@ -148,16 +150,27 @@ def _stalls(raw: dict[str, object]) -> dict[str, Recovery]:
     return stalls
 
 
-def _triples(raw: object) -> list[tuple[str, str, str]]:
-    """The entries of a JSON list of three-string lists; anything else is left out."""
-    triples: list[tuple[str, str, str]] = []
+def _entity_entry(key: EntityKey, app: str) -> list[str]:
+    # github.com's entities keep the three-field entry earlier charms wrote and read.
+    entry = [key.kind, key.name, app]
+    return entry if key.endpoint == DEFAULT_GITHUB_ENDPOINT else [*entry, key.endpoint]
+
+
+def _entries(raw: object) -> list[list[str]]:
+    """The entries of a JSON list of three- or four-string lists; anything else is left out."""
+    entries: list[list[str]] = []
     if isinstance(raw, list):
         for entry in cast(list[object], raw):
             if isinstance(entry, list):
-                parts = cast(list[object], entry)
-                if len(parts) == 3 and all(isinstance(f, str) for f in parts):
-                    triples.append((str(parts[0]), str(parts[1]), str(parts[2])))
-    return triples
+                fields = cast(list[object], entry)
+                if len(fields) in (3, 4) and all(isinstance(f, str) for f in fields):
+                    entries.append([str(f) for f in fields])
+    return entries
+
+
+def _triples(raw: object) -> list[tuple[str, str, str]]:
+    """The entries of a JSON list of three-string lists; anything else is left out."""
+    return [(e[0], e[1], e[2]) for e in _entries(raw) if len(e) == 3]
 
 
 def _object(fields: Mapping[str, str], key: str) -> dict[str, object]:

@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 
 from configurator_parser import parse_configurator_units
-from desired_state import ConfiguratorInputs, Incumbents, InputProblem, UnitData
+from desired_state import ConfiguratorInputs, Incumbents, InputProblem, UnitData, entity_key
 from github_key import public_key_digest
 from tests.rsa_keys import pkcs1_pem, rewrapped
 
@@ -66,7 +66,7 @@ def test_a_scale_set_on_another_configurator_s_provider_is_refused() -> None:
     assert _scalesets(parsed) == [("cfg-a-runners", "cfg-a-0")]
     assert [p.unit_name for p in parsed.providers] == ["cfg-a-0", "cfg-b-0"]
     assert parsed.held.scalesets == frozenset({"cfg-b-runners"})
-    assert parsed.held.entities == frozenset({("organization", "org-cfg-b")})
+    assert parsed.held.entities == frozenset({entity_key("organization", "org-cfg-b")})
     assert parsed.held.apps == frozenset({"cfg-b"})
 
 

@@ -12,6 +12,7 @@ from desired_state import (
     MANAGED_CREDENTIAL_DESCRIPTION,
     InputProblem,
     credential_name,
+    entity_key,
 )
 from runner_options import RunnerConfig
 from tests.unit.configurator_data import (
@@ -119,7 +120,7 @@ def test_unreadable_password_secret_gives_no_provider(caplog: pytest.LogCaptureF
     assert parsed.credentials == ()
     assert parsed.held.scalesets == {"small"}
     assert parsed.held.credentials == {"app-11-22"}
-    assert parsed.held.entities == {("organization", "canonical")}
+    assert parsed.held.entities == {entity_key("organization", "canonical")}
 
 
 def test_missing_provider_fields_are_named(caplog: pytest.LogCaptureFixture) -> None:

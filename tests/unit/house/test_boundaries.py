@@ -18,6 +18,7 @@ GARM_SIDE = ("garm", "reconcile")
 VOCABULARY = frozenset(
     {
         "desired_state",
+        "github_endpoint",
         "github_key",
         "notices",
         "runner_options",

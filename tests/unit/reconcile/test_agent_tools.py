@@ -6,7 +6,7 @@ import hashlib
 
 import pytest
 
-from desired_state import AgentTool, AgentTools, AgentToolUnreadable, ScalesetSpec
+from desired_state import AgentTool, AgentTools, AgentToolUnreadable, ScalesetSpec, entity_key
 from garm import GarmClient, GarmConnectionError
 from notices import Notice, Severity
 from reconcile.agent_tools import AgentModes, sync_agent_tools
@@ -86,5 +86,8 @@ def test_failures_hold_agent_mode(client: GarmClient, ready_emulator: GarmEmulat
 def test_agent_mode_needs_every_architecture_of_an_entity():
     modes = AgentModes(stored=frozenset({("linux", "amd64")}))
     specs = [scaleset("acme", "amd64"), scaleset("beta", "amd64"), scaleset("beta", "arm64")]
-    assert modes.wanted(specs) == {("organization", "acme"): True, ("organization", "beta"): False}
+    assert modes.wanted(specs) == {
+        entity_key("organization", "acme"): True,
+        entity_key("organization", "beta"): False,
+    }
     assert AgentModes().wanted([]) == {}
