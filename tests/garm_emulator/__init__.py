@@ -36,7 +36,9 @@ Choices where GARM's behaviour is not pinned by the spec (keep tests honest abou
   above ``max_runners``, a missing name/image/flavor/provider) answer 500: real GARM reaches them
   only after creating the scale set on GitHub. The emulator does not model GitHub.
 * Tags come back reversed (GARM promises no order), so no test can rely on the order sent.
-* Only the ``github.com`` endpoint exists; its URLs can be re-pointed while no credential exists.
+* Endpoints (``endpoints.py``): ``github.com`` from the start, GitHub Enterprise Servers by API,
+  with GARM's CA-bundle handling and refusals; an entity is on its credentials' endpoint, one
+  name per endpoint. The emulator never calls any GitHub, so a CA bundle is only stored.
 * A scale set whose provider is not loaded gets no work at all: its runners do not boot, do not
   scale, and pending deletes stay pending, with no ``provider_fault`` (GARM skips the runners of
   a provider it has not loaded).

@@ -88,7 +88,16 @@ def _delete_credential(s: GarmState, p: tuple[str, ...], _q: dict[str, str], _b:
 
 
 def _list_endpoints(s: GarmState, _p: tuple[str, ...], _q: dict[str, str], _b: dict[str, Any]):
-    return 200, [s.endpoint_wire()]
+    return 200, s.list_endpoints()
+
+
+def _create_endpoint(s: GarmState, _p: tuple[str, ...], _q: dict[str, str], b: dict[str, Any]):
+    return 200, s.create_endpoint(b)
+
+
+def _delete_endpoint(s: GarmState, p: tuple[str, ...], _q: dict[str, str], _b: dict[str, Any]):
+    s.delete_endpoint(p[0])
+    return 204, None
 
 
 def _get_endpoint(s: GarmState, p: tuple[str, ...], _q: dict[str, str], _b: dict[str, Any]):
@@ -233,7 +242,9 @@ def _build_routes() -> list[Route]:
         _route("GET", "/controller-info", _controller),
         _route("GET", "/providers", _providers),
         _route("GET", "/github/endpoints", _list_endpoints),
+        _route("POST", "/github/endpoints", _create_endpoint, "CreateGithubEndpointParams"),
         _route("GET", r"/github/endpoints/([^/]+)", _get_endpoint),
+        _route("DELETE", r"/github/endpoints/([^/]+)", _delete_endpoint),
         _route(
             "PUT", r"/github/endpoints/([^/]+)", _update_endpoint, "UpdateGithubEndpointParams"
         ),

@@ -22,6 +22,7 @@ from urllib.parse import urlsplit
 from garm_entrypoint import PROVIDER_SHIM
 from tests.log_secrets import register_secret
 
+from .endpoints import Endpoint, EndpointError, EndpointStore
 from .password import is_too_weak
 from .tools import ToolStore
 from .wire import to_wire
@@ -128,18 +129,6 @@ class Controller:
     # The GARM the emulator models, in the form its build stamps (tag-commit); the
     # conformance test_version checks it against the pin in rockcraft.yaml.
     version: str = "v0.2.1-afda4e76"
-
-
-@dataclass
-class Endpoint:
-    """The github.com endpoint GARM creates at first start."""
-
-    created_at: datetime
-    updated_at: datetime
-    description: str = "The github.com endpoint"
-    api_base_url: str = "https://api.github.com/"
-    upload_base_url: str = "https://uploads.github.com/"
-    base_url: str = "https://github.com"
 
 
 @dataclass
@@ -359,7 +348,7 @@ class GarmState:
         self.instances: dict[str, InstanceRow] = {}
         self.templates: dict[int, TemplateRow] = {}
         self.tag_ids: dict[str, str] = {}
-        self.endpoint = Endpoint(created_at=self.now, updated_at=self.now)
+        self.endpoints = EndpointStore(self.now)
         self.tools = ToolStore()
         self._ids = {"credential": 0, "scaleset": 0, "template": 0}
         # GitHub's side of a scale set, as GARM's error texts name it: the Actions service
@@ -481,65 +470,58 @@ class GarmState:
 
     # ---- credentials ----------------------------------------------------------------------
 
-    def endpoint_values(self) -> dict[str, Any]:
-        ept = self.endpoint
-        return {
-            "name": DEFAULT_ENDPOINT,
-            "description": ept.description,
-            "api_base_url": ept.api_base_url,
-            "upload_base_url": ept.upload_base_url,
-            "base_url": ept.base_url,
-            "endpoint_type": "github",
-            "created_at": ept.created_at,
-            "updated_at": ept.updated_at,
-        }
+    @property
+    def endpoint(self) -> Endpoint:
+        """github.com's endpoint (re-pointed at the GitHub stand-in by some tests)."""
+        return self.endpoints.default
+
+    def endpoint_values(self, name: str = DEFAULT_ENDPOINT) -> dict[str, Any]:
+        row = self.endpoints.find(name) or self.endpoints.default
+        return row.values()
 
     def endpoint_wire(self) -> dict[str, Any]:
-        return to_wire("ForgeEndpoint", self.endpoint_values())
+        return self.endpoint.wire()
+
+    def list_endpoints(self) -> list[dict[str, Any]]:
+        return [row.wire() for row in self.endpoints.rows.values()]
+
+    def _endpoint_users(self, row: Endpoint) -> tuple[bool, bool]:
+        """Whether credentials, and whether entities, are on the endpoint."""
+        creds = {c.id for c in self.credentials.values() if c.endpoint == row.name}
+        return bool(creds), any(e.credentials_id in creds for e in self.entities.values())
 
     def get_endpoint(self, name: str) -> dict[str, Any]:
-        if name.lower() != DEFAULT_ENDPOINT:
-            raise ApiError(
-                404, "failed to get github endpoint: github endpoint not found: not found"
-            )
-        return self.endpoint_wire()
+        try:
+            return self.endpoints.get(name).wire()
+        except EndpointError as exc:
+            raise ApiError(exc.status, exc.details) from None
+
+    def create_endpoint(self, body: dict[str, Any]) -> dict[str, Any]:
+        """``POST /github/endpoints``, as GARM's ``CreateGithubEndpoint``."""
+        try:
+            return self.endpoints.create(body, self.now).wire()
+        except EndpointError as exc:
+            raise ApiError(exc.status, exc.details) from None
 
     def update_endpoint(self, name: str, body: dict[str, Any]) -> dict[str, Any]:
         """``PUT /github/endpoints/{name}``, as GARM's ``UpdateGithubEndpoint``."""
-        for key in ("api_base_url", "upload_base_url", "base_url"):
-            if key not in body:
-                continue
-            parts = urlsplit(body[key])
-            if not parts.scheme or not parts.netloc:
-                raise ApiError(400, f"failed to validate github endpoint params: invalid {key}")
-            if parts.scheme not in ("http", "https"):
-                # GARM names api_base_url whichever URL has the wrong scheme.
-                raise ApiError(
-                    400, "failed to validate github endpoint params: invalid api_base_url"
-                )
-        if name.lower() != DEFAULT_ENDPOINT:
-            raise ApiError(
-                404,
-                "failed to update github endpoint: error updating github endpoint: error github "
-                "endpoint not found: not found",
-            )
-        ept = self.endpoint
-        fields = ("api_base_url", "upload_base_url", "base_url", "description")
-        changes = {k: body[k] for k in fields if k in body and body[k] != getattr(ept, k)}
-        if self.credentials and set(changes) - {"description"}:
-            raise ApiError(
-                400,
-                "failed to update github endpoint: error updating github endpoint: cannot "
-                f"update endpoint URLs with existing credentials: {INVALID_REQUEST}",
-            )
-        for key, value in changes.items():
-            setattr(ept, key, value)
-        if changes:
-            ept.updated_at = self.now
-        return self.endpoint_wire()
+        row = self.endpoints.find(name)
+        has_credentials = row is not None and self._endpoint_users(row)[0]
+        try:
+            return self.endpoints.update(name, body, self.now, has_credentials).wire()
+        except EndpointError as exc:
+            raise ApiError(exc.status, exc.details) from None
+
+    def delete_endpoint(self, name: str) -> None:
+        """``DELETE /github/endpoints/{name}``, as GARM's ``DeleteGithubEndpoint``."""
+        row = self.endpoints.find(name)
+        try:
+            self.endpoints.delete(name, row is not None and any(self._endpoint_users(row)))
+        except EndpointError as exc:
+            raise ApiError(exc.status, exc.details) from None
 
     def credential_values(self, cred: Credential) -> dict[str, Any]:
-        endpoint = self.endpoint_values()
+        endpoint = self.endpoint_values(cred.endpoint)
         return {
             # GARM takes the credential's URLs from its endpoint.
             "id": cred.id,
@@ -548,6 +530,7 @@ class GarmState:
             "api_base_url": endpoint["api_base_url"],
             "upload_base_url": endpoint["upload_base_url"],
             "base_url": endpoint["base_url"],
+            "ca_bundle": endpoint["ca_cert_bundle"],
             "auth-type": cred.auth_type,
             "forge_type": "github",
             "endpoint": endpoint,
@@ -597,11 +580,16 @@ class GarmState:
             raise ApiError(400, "missing name")
         if not body.get("endpoint"):
             raise ApiError(400, "missing endpoint")
-        if body["endpoint"] != DEFAULT_ENDPOINT:
-            raise ApiError(404, "github endpoint not found")
         auth_type = body.get("auth_type", "")
         app, pat = body.get("app", {}), body.get("pat", {})
         self._check_auth(auth_type, app, pat)
+        endpoint = self.endpoints.find(body["endpoint"])
+        if endpoint is None:
+            raise ApiError(
+                404,
+                "failed to create github credentials: error creating github credentials: "
+                "github endpoint not found: not found",
+            )
         if self.credential_by_name(name) is not None:
             raise ApiError(409, "github credentials already exists")
         cred = Credential(
@@ -613,6 +601,7 @@ class GarmState:
             pat=pat,
             created_at=self.now,
             updated_at=self.now,
+            endpoint=endpoint.name,
         )
         self.credentials[cred.id] = cred
         return self.credential_wire(cred)
@@ -676,7 +665,7 @@ class GarmState:
             "credentials_id": entity.credentials_id,
             "pool_manager_status": {"running": True},
             "pool_balancing_type": "roundrobin",
-            "endpoint": self.endpoint_values(),
+            "endpoint": self.endpoint_values(self.entity_endpoint(entity)),
             "created_at": entity.created_at,
             "updated_at": entity.updated_at,
             "agent_mode": entity.agent_mode,
@@ -685,6 +674,11 @@ class GarmState:
             values["owner"] = entity.owner
             return to_wire("Repository", values)
         return to_wire("Organization", values)
+
+    def entity_endpoint(self, entity: Entity) -> str:
+        """An entity is on its credentials' endpoint."""
+        cred = self.credentials.get(entity.credentials_id)
+        return cred.endpoint if cred else DEFAULT_ENDPOINT
 
     def entity(self, kind: str, entity_id: str, failure: str) -> Entity:
         """The organization or repository ``entity_id``; ``failure`` leads GARM's error text.
@@ -747,7 +741,13 @@ class GarmState:
         # it, in its refusal, as the request spelled it.
         requested = f"{owner}/{name}" if kind == "repository" else name
         key = requested.lower()
-        if any(e.kind == kind and e.full_name.lower() == key for e in self.entities.values()):
+        # One name per endpoint: the same organisation on github.com and on a GHES are two.
+        if any(
+            e.kind == kind
+            and e.full_name.lower() == key
+            and self.entity_endpoint(e) == cred.endpoint
+            for e in self.entities.values()
+        ):
             raise ApiError(409, f"{kind} {requested} already exists")
         entity = Entity(
             id=str(uuid.uuid4()),
@@ -767,7 +767,12 @@ class GarmState:
         short = "org" if kind == "organization" else "repo"
         entity = self.entity(kind, entity_id, f"error updating {short}: error saving {short}: ")
         if body.get("credentials_name"):
-            entity.credentials_id = self._resolve_credentials(body["credentials_name"]).id
+            cred = self._resolve_credentials(body["credentials_name"])
+            if cred.endpoint != self.entity_endpoint(entity):
+                raise ApiError(
+                    400, f"error updating {short}: error saving {short}: endpoint mismatch"
+                )
+            entity.credentials_id = cred.id
         if body.get("webhook_secret"):
             entity.webhook_secret = body["webhook_secret"]
         if "agent_mode" in body:
@@ -890,7 +895,9 @@ class GarmState:
             "enabled": row.enabled,
             "enable_shell": row.enable_shell,
             "generation": row.generation,
-            "endpoint": self.endpoint_values(),
+            "endpoint": self.endpoint_values(
+                self.entity_endpoint(entity) if entity else DEFAULT_ENDPOINT
+            ),
             "runner_bootstrap_timeout": row.runner_bootstrap_timeout,
             "desired_runner_count": row.desired_runner_count,
             "extra_specs": row.extra_specs,

@@ -396,6 +396,14 @@ REQUEST_STRUCTS: dict[str, dict[str, str]] = {
         "description": "str",
         "data": "bytes",
     },
+    "CreateGithubEndpointParams": {
+        "name": "str",
+        "description": "str",
+        "api_base_url": "str",
+        "upload_base_url": "str",
+        "base_url": "str",
+        "ca_cert_bundle": "bytes",
+    },
     "UpdateGithubEndpointParams": {
         "description": "str",
         "api_base_url": "str",
