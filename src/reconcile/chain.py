@@ -1,13 +1,13 @@
-"""The reconcile chain: controller URLs, credentials, agent tools, entities, template, scale sets.
+"""The reconcile chain: controller URLs, endpoints, credentials, agent tools, entities, scale sets.
 
 Owns the order of one pass in GARM: the controller URLs first (GARM refuses most calls until
-it has them), then objects are created in dependency order (credential,
-entity, template, scale set) and deleted in the reverse order in the same pass, so GARM never
-refuses a delete because of a dependent; and the notices the pass leaves for the status. The
-garm-agent tools go right after the credentials, before the entities: an entity's agent mode
-depends on what GARM stores, and deciding it first lets a new entity be created in the right
-mode in one write. Makes no Juju call: it reads the frozen ``DesiredState`` and must not import
-ops.
+it has them), then objects are created in dependency order (GitHub Enterprise Server endpoint,
+credential, entity, template, scale set) and deleted in the reverse order in the same pass, so
+GARM never refuses a delete because of a dependent; and the notices the pass leaves for the
+status. The garm-agent tools go right after the credentials, before the entities: an entity's
+agent mode depends on what GARM stores, and deciding it first lets a new entity be created in
+the right mode in one write. Makes no Juju call: it reads the frozen ``DesiredState`` and must
+not import ops.
 """
 
 from __future__ import annotations
@@ -33,6 +33,7 @@ from reconcile.agent_tools import sync_agent_tools
 from reconcile.charmed_template import apply_charmed_template
 from reconcile.controller import sync_controller
 from reconcile.credentials import CredentialReconciler
+from reconcile.endpoints import EndpointReconciler, endpoint_of
 from reconcile.entities import EntityReconciler
 from reconcile.memory import Memory, RememberedFault
 from reconcile.scalesets.faults import carry_faults, fault_notices
@@ -103,9 +104,14 @@ def run_chain(
     if state.external_url:
         with spans.start_as_current_span("reconcile.controller_urls"):
             version = sync_controller(client, state.external_url)
+    with spans.start_as_current_span("reconcile.endpoints"):
+        endpoints = EndpointReconciler(client)
+        endpoints.ensure(state.endpoints)
     with spans.start_as_current_span("reconcile.credentials"):
         credentials = CredentialReconciler(client, memory.sent)
-        credentials.ensure(state.credentials, held=held.credentials)
+        credentials.ensure(
+            state.credentials, held=held.credentials, missing_endpoints=endpoints.missing
+        )
     with spans.start_as_current_span("reconcile.agent_tools"):
         agent = sync_agent_tools(client, state.agent_tools, read_tool)
     with spans.start_as_current_span("reconcile.entities"):
@@ -133,7 +139,9 @@ def run_chain(
         with spans.start_as_current_span("reconcile.deletions"):
             in_use = entities.prune(state.entities, result.live, held=held.entities)
             credentials.prune(state.credentials, in_use, held=held.credentials)
+            endpoints.prune(state.endpoints, credentials.endpoints_in_use(state.credentials))
     notices = [
+        *endpoints.notices,
         *credentials.notices,
         *agent.notices,
         *entities.notices,
@@ -233,10 +241,11 @@ def incumbents_of(
         if not app or not scaleset.name:
             continue
         scalesets.setdefault(logical_of(scaleset.name), set()).add(app)
-        if scaleset.org_name:
-            entities.setdefault(entity_key("organization", scaleset.org_name), set()).add(app)
-        if scaleset.repo_name:
-            entities.setdefault(entity_key("repository", scaleset.repo_name), set()).add(app)
+        endpoint = endpoint_of(scaleset.endpoint)
+        owners = (("organization", scaleset.org_name), ("repository", scaleset.repo_name))
+        for kind, name in owners:
+            if name:
+                entities.setdefault(entity_key(kind, name, endpoint), set()).add(app)
     return Incumbents(
         {name: apps.pop() for name, apps in scalesets.items() if len(apps) == 1},
         {key: apps.pop() for key, apps in entities.items() if len(apps) == 1},

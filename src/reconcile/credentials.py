@@ -3,8 +3,10 @@
 The charm owns a credential when its description is the marker
 :data:`MANAGED_CREDENTIAL_DESCRIPTION`. A credential of a desired name whose description is
 empty or missing is taken over (its description is set on update); any other description means
-someone else created it and the charm never touches it. Credentials are attached to GARM's
-built-in ``github.com`` endpoint; no endpoint is created or changed.
+someone else created it and the charm never touches it. A credential is created on its spec's
+endpoint (github.com's built-in one, or a GitHub Enterprise Server's that
+``reconcile.endpoints`` keeps); it waits while that endpoint is missing, and GARM cannot move
+a credential to another endpoint (a GHES credential's name carries its endpoint instead).
 
 GARM never returns private keys, so a rotated key under the same name is told apart by the
 fingerprint of what was last sent (``sent``, kept by the charm): a managed credential whose
@@ -19,7 +21,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Collection, Mapping, Sequence
 
-from desired_state import DEFAULT_GITHUB_ENDPOINT, MANAGED_CREDENTIAL_DESCRIPTION, CredentialSpec
+from desired_state import MANAGED_CREDENTIAL_DESCRIPTION, CredentialSpec
 from garm import (
     CreateCredentialParams,
     Credential,
@@ -32,6 +34,7 @@ from garm import (
 )
 from notices import Notice, Severity
 from reconcile.containment import contain
+from reconcile.endpoints import endpoint_of
 from security_events import deleted
 
 logger = logging.getLogger(__name__)
@@ -107,8 +110,19 @@ class CredentialReconciler:
         self.missing: set[str] = set()
         self.notices: list[Notice] = []
         self.sent: dict[str, str] | None = None if sent is None else dict(sent)
+        self._deleted: set[str] = set()
 
-    def ensure(self, desired: Sequence[CredentialSpec], held: Collection[str] = ()) -> None:
+    def endpoints_in_use(self, desired: Sequence[CredentialSpec]) -> set[str]:
+        """The endpoints that credentials GARM still holds (or is to hold) are on."""
+        left = {endpoint_of(c.endpoint) for c in self.listed if c.name not in self._deleted}
+        return left | {spec.endpoint for spec in desired}
+
+    def ensure(
+        self,
+        desired: Sequence[CredentialSpec],
+        held: Collection[str] = (),
+        missing_endpoints: Collection[str] = (),
+    ) -> None:
         """Create the desired credentials GARM lacks and update the ones that drifted.
 
         A refused create or update is logged and noted; the other credentials go on.
@@ -116,6 +130,7 @@ class CredentialReconciler:
         Args:
             desired: the credentials the configurators publish (the first of a name wins).
             held: names whose configurator input is invalid: left exactly as they are.
+            missing_endpoints: endpoints GARM does not hold: their credentials wait.
 
         Raises:
             GarmConnectionError: GARM is unreachable.
@@ -127,6 +142,11 @@ class CredentialReconciler:
             if name in held:
                 continue
             current = observed.get(name)
+            if current is None and spec.endpoint in missing_endpoints:
+                self.missing.add(name)
+                waiting = f"waiting for endpoint {spec.endpoint}"
+                self.notices.append(Notice(Severity.WAITING, spec.source or name, waiting))
+                continue
             with contain() as refused:
                 if current is None:
                     _create(self.client, spec)
@@ -203,8 +223,10 @@ class CredentialReconciler:
                     current.id,
                 )
                 continue
-            if _delete(self.client, current.id, name) and self.sent is not None:
-                self.sent.pop(name, None)
+            if _delete(self.client, current.id, name):
+                self._deleted.add(name)
+                if self.sent is not None:
+                    self.sent.pop(name, None)
         if self.sent is not None:
             # A credential that is gone from GARM (deleted by hand, say) is sent again in full.
             listed = {c.name for c in self.listed}
@@ -222,7 +244,7 @@ def _create(client: GarmClient, spec: CredentialSpec) -> None:
     params = CreateCredentialParams(
         name=spec.name,
         description=spec.description,
-        endpoint=DEFAULT_GITHUB_ENDPOINT,
+        endpoint=spec.endpoint,
         auth_type=GITHUB_APP_AUTH_TYPE,
         app=_github_app(spec),
     )

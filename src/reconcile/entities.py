@@ -29,6 +29,7 @@ from garm import (
 from notices import Notice, Severity
 from reconcile.containment import contain
 from reconcile.credentials import is_managed
+from reconcile.endpoints import endpoint_of
 from security_events import deleted
 
 logger = logging.getLogger(__name__)
@@ -98,11 +99,13 @@ class EntityReconciler:
         self._observed: dict[EntityKey, _Observed] = {}
         for org in client.list_organizations():
             if org.name:
-                self._observed[entity_key(ORGANIZATION, org.name)] = _from_org(org)
+                key = entity_key(ORGANIZATION, org.name, endpoint_of(org.endpoint))
+                self._observed[key] = _from_org(org)
         for repo in client.list_repositories():
             if repo.owner and repo.name:
                 live = _from_repo(repo)
-                self._observed[entity_key(REPOSITORY, live.key)] = live
+                key = entity_key(REPOSITORY, live.key, endpoint_of(repo.endpoint))
+                self._observed[key] = live
 
     def ensure(
         self,

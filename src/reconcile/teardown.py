@@ -4,7 +4,8 @@ Every scale set in the charm's GARM is the charm's (the orphan sweep treats them
 is disabled, its idle runners are removed and it is deleted, by the scale-set reconciler's own
 sweep run with nothing desired. Busy runners are never removed; the sweep is repeated until no
 scale set is left or the time bound passes. Then the organisations and repositories bound to a
-managed credential, then the managed credentials, then the charmed template, are deleted:
+managed credential, then the managed credentials and GitHub Enterprise Server endpoints, then
+the charmed template, are deleted:
 dependents first, as in every reconcile pass. Nothing the charm did not create is touched.
 
 When a scale set outlives the bound, :class:`TeardownBlockedError` names every scale set and
@@ -24,6 +25,7 @@ from garm import GarmClient, Instance, ScaleSet
 from reconcile.charmed_template import GARM_CHARMED_TEMPLATE_NAME
 from reconcile.containment import contain
 from reconcile.credentials import CredentialReconciler, is_managed
+from reconcile.endpoints import EndpointReconciler
 from reconcile.entities import EntityReconciler
 from reconcile.scalesets.reconciler import ScalesetReconciler
 
@@ -184,10 +186,12 @@ def _blocked(client: GarmClient, scaleset: ScaleSet) -> BlockedScaleset:
 
 
 def _delete_entities_and_credentials(client: GarmClient) -> None:
+    endpoints = EndpointReconciler(client)
     credentials = CredentialReconciler(client)
     entities = EntityReconciler(client, credentials.listed)
     in_use = entities.prune([], [])
     credentials.prune([], in_use)
+    endpoints.prune([], credentials.endpoints_in_use([]))
 
 
 def _delete_charmed_template(client: GarmClient) -> None:

@@ -116,6 +116,10 @@ class ProxiedEmulator:
         """Run GARM's background work: 30 s on the emulator's simulated clock."""
         self.emulator.advance(timedelta(seconds=30))
 
+    def endpoints(self) -> list[dict[str, Any]]:
+        """The GitHub endpoints as GARM lists them."""
+        return self.emulator.endpoints()
+
     def credentials(self) -> list[dict[str, Any]]:
         """The credentials as GARM lists them."""
         return self.emulator.credentials()

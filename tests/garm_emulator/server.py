@@ -449,6 +449,11 @@ class GarmEmulator:
         with self.state.lock:
             return self.state.controller_wire()
 
+    def endpoints(self) -> list[dict[str, Any]]:
+        """The GitHub endpoints list answer."""
+        with self.state.lock:
+            return self.state.list_endpoints()
+
     def credentials(self) -> list[dict[str, Any]]:
         """The credentials list answer."""
         with self.state.lock:

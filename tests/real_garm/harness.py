@@ -501,6 +501,10 @@ class RealGarm:
         """GARM's controller information."""
         return self.get("/controller")
 
+    def endpoints(self) -> list[dict[str, Any]]:
+        """The GitHub endpoints as GARM lists them."""
+        return self.get("/github/endpoints") or []
+
     def credentials(self) -> list[dict[str, Any]]:
         """The credentials as GARM lists them."""
         return self.get("/github/credentials") or []

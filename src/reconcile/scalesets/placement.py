@@ -14,8 +14,9 @@ from __future__ import annotations
 import hashlib
 from collections.abc import Mapping
 
-from desired_state import ScalesetSpec, entity_key
+from desired_state import DEFAULT_GITHUB_ENDPOINT, ScalesetSpec, entity_key
 from garm import ScaleSet
+from reconcile.endpoints import endpoint_of
 from reconcile.scalesets.names import LABEL_HASH_LENGTH, name_base, target_scaleset_name
 
 
@@ -33,7 +34,9 @@ def same_entity(live: ScaleSet, spec: ScalesetSpec) -> bool:
     """Tell whether a live scale set belongs to the spec's organisation or repository."""
     # GARM names a repository ``owner/name``, as configurators do; names are matched by key.
     name = live.org_name if spec.entity_type == "organization" else live.repo_name
-    return name is None or entity_key(spec.entity_type, name) == spec.entity_key
+    if name is None:
+        return True
+    return entity_key(spec.entity_type, name, endpoint_of(live.endpoint)) == spec.entity_key
 
 
 def placed_scaleset_name(spec: ScalesetSpec) -> str:
@@ -42,7 +45,9 @@ def placed_scaleset_name(spec: ScalesetSpec) -> str:
         [
             ",".join(sorted(spec.labels)),
             spec.provider_name,
-            *spec.entity_key,
+            # github.com's hash is the one it always was: no live name moves on an upgrade.
+            *spec.entity_key[:2],
+            *([spec.endpoint] if spec.endpoint != DEFAULT_GITHUB_ENDPOINT else []),
         ]
     )
     digest = hashlib.sha256(material.encode("utf-8")).hexdigest()[:LABEL_HASH_LENGTH]

@@ -34,6 +34,7 @@ from garm import (
 )
 from notices import Notice, Severity
 from reconcile.containment import contain
+from reconcile.endpoints import endpoint_of
 from reconcile.scalesets.custom_templates import CustomTemplates
 from reconcile.scalesets.names import dedupe_specs, family_names, family_pattern
 from reconcile.scalesets.params import create_params, needs_update, update_params
@@ -284,15 +285,20 @@ class _Pass:
         # call for each organisation or repository in every hook.
         if kind not in self._entity_ids:
             if kind == "organization":
-                listed = [(o.name, o.id) for o in self.client.list_organizations()]
+                listed = [
+                    (o.name, endpoint_of(o.endpoint), o.id)
+                    for o in self.client.list_organizations()
+                ]
             else:
                 listed = [
-                    (f"{r.owner}/{r.name}", r.id)
+                    (f"{r.owner}/{r.name}", endpoint_of(r.endpoint), r.id)
                     for r in self.client.list_repositories()
                     if r.owner and r.name
                 ]
             self._entity_ids[kind] = {
-                entity_key(kind, name): id_ for name, id_ in listed if name and id_
+                entity_key(kind, name, endpoint): id_
+                for name, endpoint, id_ in listed
+                if name and id_
             }
         return self._entity_ids[kind]
 
