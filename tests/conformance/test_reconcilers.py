@@ -14,7 +14,7 @@ from typing import Any
 
 import pytest
 
-from desired_state import CredentialSpec, EntitySpec, ScalesetSpec
+from desired_state import CredentialSpec, EntitySpec, ScalesetSpec, entity_key
 from garm import (
     CreateCredentialParams,
     CreateScaleSetParams,
@@ -281,7 +281,7 @@ def test_held_entities_are_not_deleted(client: GarmClient, ready_garm: Garm):
     client.create_organization(ORG, CREDENTIAL, "ab" * 32)
     owner, _, name = REPO.partition("/")
     client.create_repository(owner, name, CREDENTIAL, "ab" * 32)
-    held = {("organization", ORG), ("repository", REPO)}
+    held = {entity_key("organization", ORG), entity_key("repository", REPO)}
     ready_garm.clear_requests()
     in_use = EntityReconciler(client, client.list_credentials()).prune([], [], held=held)
     assert writes(ready_garm) == []
