@@ -25,7 +25,8 @@ from garm import (
     UpdateEndpointParams,
 )
 from github_endpoint import ca_certificates
-from tests.conformance.test_client import WEBHOOK_SECRET, key_b64
+from tests.conformance.test_client import WEBHOOK_SECRET, key_b64, scaleset_params
+from tests.github_standin import GitHubStandin
 from tests.real_garm.tls_front import make_certificates
 
 GHES = "https://ghes.example.com"
@@ -147,3 +148,20 @@ def test_credentials_and_entities_bind_an_endpoint(client: GarmClient) -> None:
     client.delete_endpoint(NAME)
     client.delete_endpoint(NAME)  # an unknown endpoint is deleted already
     assert [e.name for e in client.list_endpoints()] == ["github.com"]
+
+
+def test_a_scale_set_is_listed_on_its_organisation_s_endpoint(
+    client: GarmClient, github: GitHubStandin
+) -> None:
+    # A GHES endpoint served over plain HTTP by the stand-in: GARM creates the scale set there.
+    urls = github.endpoint_params()
+    client.create_endpoint(CreateEndpointParams(name="ghes-plain", description=MARKER, **urls))
+    client.create_credential(credential("app-1-5-ghes-plain", "ghes-plain", 5))
+    org = client.create_organization("canonical", "app-1-5-ghes-plain", WEBHOOK_SECRET)
+    assert org.id is not None
+    client.create_org_scaleset(org.id, scaleset_params("on-ghes"))
+    (listed,) = client.list_scalesets()
+    assert (listed.org_name, listed.endpoint and listed.endpoint.name) == (
+        "canonical",
+        "ghes-plain",
+    )
