@@ -9,6 +9,9 @@ the charm publishes, and checks the state the step must reach. Where GARM must w
 (runners booting, runners reaped), the story waits for it with a bounded poll that says what it
 awaits. It exits non-zero at the first expectation that is not met.
 
+After the label change a configurator on a GitHub Enterprise Server joins (its organisation
+named like one on github.com: two organisations) and leaves again (its endpoint goes).
+
 The story ends with agent mode and the shell: the image's garm-agent binaries in GARM, the
 entity in agent mode, a configurator asking for a shell while GARM's external URL is plain
 ``http`` (Blocked), then an ``https`` ingress. On real GARM the image's amd64 garm-agent is the
@@ -21,8 +24,10 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+import tempfile
 import time
 from collections.abc import Callable, Sequence
+from pathlib import Path
 from typing import Any
 
 import ops
@@ -39,6 +44,7 @@ from tests.charm_driver import (
     planned_providers,
 )
 from tests.local_parts import GARM
+from tests.real_garm.tls_front import make_certificates
 from tests.simulate_backends import (
     EMULATOR,
     REAL,
@@ -413,12 +419,53 @@ def agent_with_shell(story: Story) -> None:
     )
 
 
+GHES_URL = "https://ghes.example.com"
+GHES_ENDPOINT = "ghes.example.com"
+
+
+def ghes_beside_github_com(story: Story) -> None:
+    """Step: a configurator on a GitHub Enterprise Server joins, then leaves (ADR 0014).
+
+    Its organisation is ``org-a``, as cfg-a's on github.com: two organisations. It describes no
+    scale set: real GARM v0.2.1-afda4e76 does not use an endpoint's CA for scale sets (see the
+    GHES how-to), and the server here is not reachable anyway.
+    """
+    driver, garm = story.driver, story.garm
+    story.step(f"cfg-ghes joins on a GitHub Enterprise Server ({GHES_URL}), org-a there too")
+    with tempfile.TemporaryDirectory() as directory:
+        ca = make_certificates(Path(directory))[0].read_text()
+    extra = {"name": "", "github_base_url": GHES_URL, "github_ca_bundle": ca}
+    cfg = configurator("cfg-ghes", relation_id=3, org="org-a", extra=extra, provider=False)
+    state = driver.add_configurator(cfg)
+    story.show(state)
+    names = [e["name"] for e in garm.endpoints()]
+    print(f"  GitHub endpoints: {', '.join(names)}")
+    story.expect("the GHES endpoint exists", GHES_ENDPOINT in names)
+    orgs = sorted((o["name"], o["endpoint"]["name"]) for o in garm.organizations())
+    story.expect(
+        "org-a on github.com and org-a on the GHES are two organisations",
+        ("org-a", "github.com") in orgs and ("org-a", GHES_ENDPOINT) in orgs,
+    )
+    story.step("cfg-ghes leaves: its organisation, credential and endpoint go")
+    driver.remove_relation(cfg.relation)
+    story.hook()
+    story.expect(
+        "no GHES endpoint left", GHES_ENDPOINT not in [e["name"] for e in garm.endpoints()]
+    )
+    story.expect(
+        "org-a on github.com untouched",
+        [o["endpoint"]["name"] for o in garm.organizations() if o["name"] == "org-a"]
+        == ["github.com"],
+    )
+
+
 def tell(story: Story) -> None:
     """The story of section 20 of the spec, step by step, then agent mode and the shell."""
     deploy(story)
     cfg_a, cfg_b = integrate(story)
     runners_come_up(story)
     change_labels(story, cfg_a)
+    ghes_beside_github_com(story)
     remove_busy_configurator(story, cfg_b)
     trim_provider(story)
     shell_needs_tls(story, cfg_a)

@@ -131,6 +131,10 @@ class StoryGarm(Protocol):
         """The GARM URL the runner's garm-agent was configured with (None: no agent)."""
         ...
 
+    def endpoints(self) -> list[dict[str, Any]]:
+        """GitHub endpoints as GARM lists them."""
+        ...
+
     def credentials(self) -> list[dict[str, Any]]:
         """Credentials as GARM lists them."""
         ...
@@ -217,6 +221,10 @@ class EmulatorGarm:
         """No runner of the emulator runs an agent."""
         del runner_name
         return None
+
+    def endpoints(self) -> list[dict[str, Any]]:
+        """GitHub endpoints as GARM lists them."""
+        return self.emulator.endpoints()
 
     def credentials(self) -> list[dict[str, Any]]:
         """Credentials as GARM lists them."""
@@ -332,6 +340,10 @@ class RealStoryGarm:
         except (LookupError, OSError):
             return None
         return tomllib.loads(config).get("server_url")
+
+    def endpoints(self) -> list[dict[str, Any]]:
+        """GitHub endpoints as GARM lists them."""
+        return self.real.endpoints()
 
     def credentials(self) -> list[dict[str, Any]]:
         """Credentials as GARM lists them."""
