@@ -140,8 +140,12 @@ class TlsFront:
 
         def serve() -> None:
             asyncio.set_event_loop(self._loop)
+            # TLS is started in each connection's task (``_relay``): a connection still in its
+            # handshake when the front stops (a client that refuses the certificate and keeps
+            # retrying) is then a task that ``_shutdown`` cancels, and its socket is closed;
+            # with ``ssl=`` on the server it had no task and its socket leaked.
             self._server = self._loop.run_until_complete(
-                asyncio.start_server(self._relay, LOOPBACK, 0, ssl=self._context)
+                asyncio.start_server(self._relay, LOOPBACK, 0)
             )
             self.port = self._server.sockets[0].getsockname()[1]
             ready.set()
@@ -173,8 +177,15 @@ class TlsFront:
         for task in tasks:
             task.cancel()
         await asyncio.gather(*tasks, return_exceptions=True)
+        # A closed transport lets go of its socket in a callback of the next loop iteration.
+        await asyncio.sleep(0)
 
     async def _relay(self, client_in: asyncio.StreamReader, client_out: asyncio.StreamWriter):
+        try:
+            await client_out.start_tls(self._context)
+        except (OSError, ssl.SSLError):
+            client_out.close()  # start_tls closed the transport; this ends the stream too
+            return
         try:
             garm_in, garm_out = await asyncio.open_connection(LOOPBACK, self._upstream_port())
         except OSError:
