@@ -127,6 +127,8 @@ class TlsFront:
         self._loop = asyncio.new_event_loop()
         self._server: asyncio.Server | None = None
         self._thread: threading.Thread | None = None
+        # The streams of the relayed connections, aborted when the front stops.
+        self._writers: set[asyncio.StreamWriter] = set()
         self.port = 0
 
     @property
@@ -177,23 +179,42 @@ class TlsFront:
         for task in tasks:
             task.cancel()
         await asyncio.gather(*tasks, return_exceptions=True)
-        # A closed transport lets go of its socket in a callback of the next loop iteration.
+        # A closed TLS stream waits for the peer's close_notify before it lets go of its socket,
+        # and the loop stops right after this: abort every stream, then let the loop run the
+        # callbacks that close the sockets.
+        for writer in list(self._writers):
+            writer.transport.abort()
+        self._writers.clear()
+        await asyncio.sleep(0)
         await asyncio.sleep(0)
 
     async def _relay(self, client_in: asyncio.StreamReader, client_out: asyncio.StreamWriter):
+        self._writers.add(client_out)
+        try:
+            await self._relay_tls(client_in, client_out)
+        finally:
+            self._writers.discard(client_out)
+
+    async def _relay_tls(
+        self, client_in: asyncio.StreamReader, client_out: asyncio.StreamWriter
+    ) -> None:
         try:
             await client_out.start_tls(self._context)
         except (OSError, ssl.SSLError):
-            client_out.close()  # start_tls closed the transport; this ends the stream too
+            client_out.transport.abort()  # a refused handshake: nothing to say to the peer
             return
         try:
             garm_in, garm_out = await asyncio.open_connection(LOOPBACK, self._upstream_port())
         except OSError:
             client_out.close()
             return
-        await asyncio.gather(
-            _pump(client_in, garm_out), _pump(garm_in, client_out), return_exceptions=True
-        )
+        self._writers.add(garm_out)
+        try:
+            await asyncio.gather(
+                _pump(client_in, garm_out), _pump(garm_in, client_out), return_exceptions=True
+            )
+        finally:
+            self._writers.discard(garm_out)
 
 
 async def _pump(source: asyncio.StreamReader, sink: asyncio.StreamWriter) -> None:
