@@ -130,7 +130,7 @@ class _ConfiguratorParser:
         ids = self._github_ids(contribution, unit)
         if ids is not None:
             self._add_credential(contribution, unit, ids, endpoint)
-            self._add_entity(contribution, unit, ids, endpoint)
+            self._add_entity(contribution, unit, credential_name(*ids, endpoint), endpoint)
         self._add_scaleset(contribution, unit, endpoint)
 
     def _secret(self, uri: str) -> str | None:
@@ -248,13 +248,10 @@ class _ConfiguratorParser:
             return
         c.credentials[ids] = _credential(c, ids, private_key, endpoint)
 
-    def _add_entity(
-        self, c: Contribution, unit: UnitData, ids: tuple[int, int], endpoint: str
-    ) -> None:
+    def _add_entity(self, c: Contribution, unit: UnitData, wanted: str, endpoint: str) -> None:
         target = entity_target(unit.data)
         if target is None:
             return
-        wanted = credential_name(*ids, endpoint)
         existing = c.entities.get(entity_key(*target, endpoint))
         if existing is None:
             spec = EntitySpec(target[0], target[1], wanted, source=c.app, endpoint=endpoint)
@@ -281,15 +278,13 @@ class _ConfiguratorParser:
             c.scalesets[spec.name] = Candidate(spec, from_provider_unit)
 
 
-def _credential(
-    c: Contribution, ids: tuple[int, int], private_key: str, endpoint: str
-) -> CredentialSpec:
+def _credential(c: Contribution, ids: tuple[int, int], key: str, endpoint: str) -> CredentialSpec:
     return CredentialSpec(
         name=credential_name(*ids, endpoint),
         endpoint=endpoint,
         app_id=ids[0],
         installation_id=ids[1],
-        private_key=private_key,
+        private_key=key,
         description=MANAGED_CREDENTIAL_DESCRIPTION,
         source=c.app,
     )
@@ -297,14 +292,13 @@ def _credential(
 
 def _endpoint(c: Contribution, unit: UnitData) -> str | None:
     """The GARM endpoint of the unit's entity (its server joins ``c``); None when refused."""
-    base_url = text(unit.data, BASE_URL_FIELD)
-    name, reason = read_endpoint(base_url, text(unit.data, CA_BUNDLE_FIELD))
+    base_url, bundle = text(unit.data, BASE_URL_FIELD), text(unit.data, CA_BUNDLE_FIELD)
+    name, reason = read_endpoint(base_url, bundle)
     if reason:
         logger.warning("ignoring the GitHub data of %s: %s", unit.unit_name, reason)
         _problem(c, unit, reason)
         return None
     if name != DEFAULT_GITHUB_ENDPOINT:
-        bundle = text(unit.data, CA_BUNDLE_FIELD)
         c.endpoints.setdefault(name, EndpointSpec(name, base_url, bundle, source=c.app))
     return name
 

@@ -26,8 +26,9 @@ too), and a GARM that exits on its own is started again as Pebble would (its bac
 way, GARM's log is kept in the work directory for failure messages; a GARM that does not answer
 in time is sent SIGQUIT (Go then writes every goroutine's stack to the log) and started once
 more; under Pebble, its ``garm-alive`` check usually goes down first (15 s), and Pebble ends
-it and starts it again, as in the pod. Exits are noted in :attr:`RealGarm.exits` and :data:`UNEXPECTED_EXITS`. A GARM that
-exits before it answers is the caller's :class:`GarmStartError`, and stays stopped.
+it and starts it again, as in the pod. Exits are noted in :attr:`RealGarm.exits` and
+:data:`UNEXPECTED_EXITS`. A GARM that exits before it answers is the caller's
+:class:`GarmStartError`, and stays stopped.
 """
 
 from __future__ import annotations

@@ -15,7 +15,15 @@ from configurator_parser import parse_configurator_units
 from desired_state import DEFAULT_GITHUB_ENDPOINT, Incumbents, entity_key
 from github_endpoint import ca_bundle_problem, endpoint_name
 from tests.real_garm.tls_front import make_certificates
-from tests.unit.test_charm_state import FULL, GITHUB, SCALESET, SECRETS, parse, unit
+from tests.unit.configurator_data import (
+    FULL,
+    GITHUB,
+    SCALESET,
+    SECRETS,
+    no_secret_in_logs,  # noqa: F401 - autouse
+    parse,
+    unit,
+)
 
 GHES = "https://ghes.example.com"
 
