@@ -168,12 +168,12 @@ def test_a_ghes_configurator_beside_a_github_com_one(
     ]
 
 
+# Real GARM only: the emulator calls no GitHub.
+@pytest.mark.parametrize("backend", [REAL], indirect=True)
 @pytest.mark.parametrize("trusted", [True, False], ids=["its-ca", "another-ca"])
 def test_real_garm_reaches_the_ghes_api_only_through_the_charms_ca(
-    backend: str, driver: CharmDriver, charm_garm: Garm, ghes: Ghes, tmp_path: Path, trusted: bool
+    driver: CharmDriver, charm_garm: Garm, ghes: Ghes, tmp_path: Path, trusted: bool
 ) -> None:
-    if backend != REAL:
-        pytest.skip("the emulator calls no GitHub")
     assert isinstance(charm_garm, RealGarm)
     bundle = ghes.ca if trusted else make_certificates(tmp_path)[0].read_text()
     on_ghes = {"github_base_url": ghes.url, "github_ca_bundle": bundle}
