@@ -26,8 +26,6 @@ import time
 from collections.abc import Iterator
 from pathlib import Path
 
-import pytest
-
 from tests.log_secrets import register_secret
 from tests.real_garm.harness import SKIP_REASON as GARM_SKIP_REASON
 from tests.real_garm.harness import garm_binary
@@ -67,6 +65,9 @@ def started_or_skipped() -> Iterator[PostgresServer]:
 
     The test skips, with one line, where real GARM or PostgreSQL's binaries are not found.
     """
+    # Not at the top: the simulation imports this module where pytest is not installed.
+    import pytest
+
     if garm_binary() is None:
         pytest.skip(GARM_SKIP_REASON)
     bin_dir = postgres_bin()
