@@ -127,7 +127,8 @@ class TlsFront:
         self._loop = asyncio.new_event_loop()
         self._server: asyncio.Server | None = None
         self._thread: threading.Thread | None = None
-        # The streams of the relayed connections, aborted when the front stops.
+        # Every stream the front opened or accepted, aborted when it stops: a closed TLS stream
+        # keeps its socket until the peer's close_notify, which may never come.
         self._writers: set[asyncio.StreamWriter] = set()
         self.port = 0
 
@@ -174,26 +175,23 @@ class TlsFront:
     async def _shutdown(self) -> None:
         if self._server is not None:
             self._server.close()
+        # Every stream first, finished connections' too (the loop stops right after this, and
+        # a socket it has not closed leaks), then the connections' tasks; then let the loop run
+        # the callbacks that close the sockets.
+        for writer in list(self._writers):
+            writer.transport.abort()
+        self._writers.clear()
         current = asyncio.current_task()
         tasks = [task for task in asyncio.all_tasks() if task is not current]
         for task in tasks:
             task.cancel()
         await asyncio.gather(*tasks, return_exceptions=True)
-        # A closed TLS stream waits for the peer's close_notify before it lets go of its socket,
-        # and the loop stops right after this: abort every stream, then let the loop run the
-        # callbacks that close the sockets.
-        for writer in list(self._writers):
-            writer.transport.abort()
-        self._writers.clear()
         await asyncio.sleep(0)
         await asyncio.sleep(0)
 
     async def _relay(self, client_in: asyncio.StreamReader, client_out: asyncio.StreamWriter):
         self._writers.add(client_out)
-        try:
-            await self._relay_tls(client_in, client_out)
-        finally:
-            self._writers.discard(client_out)
+        await self._relay_tls(client_in, client_out)
 
     async def _relay_tls(
         self, client_in: asyncio.StreamReader, client_out: asyncio.StreamWriter
@@ -209,12 +207,9 @@ class TlsFront:
             client_out.close()
             return
         self._writers.add(garm_out)
-        try:
-            await asyncio.gather(
-                _pump(client_in, garm_out), _pump(garm_in, client_out), return_exceptions=True
-            )
-        finally:
-            self._writers.discard(garm_out)
+        await asyncio.gather(
+            _pump(client_in, garm_out), _pump(garm_in, client_out), return_exceptions=True
+        )
 
 
 async def _pump(source: asyncio.StreamReader, sink: asyncio.StreamWriter) -> None:
