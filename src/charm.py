@@ -11,9 +11,10 @@ unit and app status. GARM is reached through ``reconcile.session`` and changed o
 from __future__ import annotations
 
 import dataclasses
+import functools
 import logging
 import os
-from collections.abc import Sequence
+from collections.abc import Callable, Mapping, Sequence
 
 import ops
 
@@ -21,6 +22,7 @@ import actions
 import agent_image
 import cos
 import database
+import endpoint_trust
 import garm_restart
 import ingress
 import leadership
@@ -33,7 +35,7 @@ import workload
 from charm_state import CharmState, describe_problems
 from configurator_contract import CONFIGURATOR_RELATION_NAME
 from debug_ssh import DEBUG_SSH_RELATION_NAME
-from desired_state import ToolReader
+from desired_state import EndpointSpec, ToolReader
 from garm import GARM_API_URL, READY_TIMEOUT, GarmApiError, GarmUnauthorizedError, ScaleSet
 from outcome import Outcome, chain_status
 from reconcile import (
@@ -76,6 +78,7 @@ class _Sync:
     status: ops.StatusBase
     live: list[ScaleSet] | None = None
     restart_garm: bool = False
+    endpoint_bundles: dict[str, str] | None = None
 
 
 class GarmCharm(ops.CharmBase):
@@ -214,8 +217,13 @@ class GarmCharm(ops.CharmBase):
         # Stored before it is published: whatever this hook does next, GARM never runs with a
         # provider the record could forget.
         stored = provider_record.save_record(self.app, self.model, stored, providers)
+        planned = endpoint_trust.from_environment(workload.planned_environment(plan))
+        trusted = endpoint_trust.before_pass(planned, state.endpoints)
+        publish = functools.partial(
+            self._apply_workload, container, owned, db, providers, state.external_url
+        )
         try:
-            self._apply_workload(container, plan, owned, db, providers, state.external_url)
+            publish(trusted, plan)
             running = workload.service_state(container)
         except workload.GarmExitedError as exc:
             running = str(exc)
@@ -224,6 +232,8 @@ class GarmCharm(ops.CharmBase):
             not_running = NOT_RUNNING.format(state=running, unit=self.unit.name)
             return Outcome(database.refused_login_status(db) or ops.BlockedStatus(not_running))
         sync = self._sync_garm(state, owned.admin, memory, agent_image.tool_reader(container), db)
+        if sync.endpoint_bundles is not None:
+            retrust(publish, trusted, state.endpoints, sync.endpoint_bundles)
         if sync.restart_garm:
             garm_restart.restart_for_stall(container, sync.status)
         kept = provider_record.trim(providers, state.providers, sync.live)
@@ -237,11 +247,12 @@ class GarmCharm(ops.CharmBase):
     def _apply_workload(
         self,
         container: ops.Container,
-        plan: ops.pebble.Plan,
         owned: secrets_store.OwnedSecrets,
         db: workload.DatabaseConfig,
         providers: Sequence[provider_record.ProviderConfig],
         external_url: str,
+        ca_bundles: Mapping[str, str],
+        plan: ops.pebble.Plan | None,
     ) -> None:
         source = workload.entrypoint_source()
         environment = workload.build_environment(
@@ -252,6 +263,7 @@ class GarmCharm(ops.CharmBase):
             app_base_url=external_url,
             proxy_env=workload.proxy_environment(os.environ),
             config_version=workload.config_version(source),
+            ca_bundles=ca_bundles,
         )
         workload.apply_workload(container, workload.build_layer(environment), source, plan=plan)
 
@@ -291,7 +303,29 @@ class GarmCharm(ops.CharmBase):
         peer_record.save(self.model, result.memory)
         notices = [*result.notices, *state.notices]
         status = chain_status(state.configurator_relation_count, notices)
-        return _Sync(status, result.live, result.restart_garm)
+        return _Sync(status, result.live, result.restart_garm, result.endpoint_bundles)
+
+
+def retrust(
+    publish: Callable[[Mapping[str, str], ops.pebble.Plan | None], None],
+    applied: Mapping[str, str],
+    endpoints: Sequence[EndpointSpec],
+    held: Mapping[str, str],
+) -> None:
+    """Run GARM with the CA bundles it needs after the pass, when they changed (a restart).
+
+    A departed configurator's bundle leaves once GARM no longer holds its endpoint; one GARM
+    holds that the plan lacks (a replaced pod) comes back.
+    """
+    bundles = endpoint_trust.after_pass(applied, endpoints, held)
+    if bundles is None:
+        return
+    names = ", ".join(bundles) or "none"
+    logger.info("GARM's trusted CA bundles change (now: %s); restarting it", names)
+    try:
+        publish(bundles, None)
+    except workload.GarmExitedError as exc:
+        logger.warning("GARM did not start again with its new CA bundles: %s", exc)
 
 
 def _reconcile_events(on: ops.CharmEvents) -> list[ops.BoundEvent]:

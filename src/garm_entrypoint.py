@@ -11,8 +11,9 @@ PostgreSQL defaults, the provider fields) have a charm-side copy that a unit tes
 Steps, in order: validate the environment, parse the provider list, pick the provider
 executable (the image's provider shim, or the provider itself on an image without the shim),
 prepare ``/etc/garm`` (mode 0700) and remove provider files of providers that are gone, write
-every file atomically with mode 0600, scrub the secret variables from the environment and exec
-``garm``.
+every file atomically with mode 0600, write the GitHub Enterprise Server CA bundles where
+``SSL_CERT_DIR`` then points GARM (GARM's Actions client reads only the process's trust store),
+scrub the secret variables and the bundles' variables from the environment and exec ``garm``.
 
 A validation failure prints one line on stderr naming the variable or field (never its value)
 and exits with code 2.
@@ -48,6 +49,9 @@ POSTGRESQL_DB_NAME = "POSTGRESQL_DB_NAME"
 POSTGRESQL_DB_SSLMODE = "POSTGRESQL_DB_SSLMODE"
 APP_BASE_URL = "APP_BASE_URL"
 GARM_CONFIG_VERSION = "GARM_CONFIG_VERSION"
+# The CA bundles of the GitHub Enterprise Server endpoints, a JSON object of endpoint name to
+# PEM text, cut into pieces like the provider list. Absent when no endpoint has a bundle.
+GARM_GITHUB_CA_BUNDLES = "GARM_GITHUB_CA_BUNDLES"
 
 # The argument of a unit's stand-by layer: the entrypoint then exits without starting GARM.
 STAND_BY_FLAG = "--stand-by"
@@ -62,9 +66,11 @@ PASSPHRASE_LENGTH = 32
 
 # Linux refuses to start a process when one environment string is longer than 128 KiB
 # (MAX_ARG_STRLEN), which a list of about 490 providers reaches. The charm therefore cuts a long
-# provider list into pieces of at most this many characters (the JSON is ASCII): the first in
-# GARM_PROVIDERS_JSON, the next in GARM_PROVIDERS_JSON_1, GARM_PROVIDERS_JSON_2, ...
+# JSON value into pieces of at most this many characters (the JSON is ASCII): the first in
+# the variable itself (GARM_PROVIDERS_JSON), the next in GARM_PROVIDERS_JSON_1, _2, ...
 PROVIDERS_JSON_PIECE = 96 * 1024
+# Cut into pieces that way.
+PIECED_ENV_VARS = (GARM_PROVIDERS_JSON, GARM_GITHUB_CA_BUNDLES)
 
 REQUIRED_ENV_VARS = (
     GARM_JWT_SECRET,
@@ -80,6 +86,13 @@ SECRET_ENV_VARS = (
     GARM_PASSPHRASE,
     POSTGRESQL_DB_PASSWORD,
 )
+# GARM's Actions client (the scale sets' GitHub Actions service) trusts only the process's CA
+# store, not an endpoint's bundle: the bundles are written to a directory GARM is pointed at
+# with SSL_CERT_DIR, which Go reads as a list replacing its default directories (kept first).
+SSL_CERT_DIR = "SSL_CERT_DIR"
+GO_DEFAULT_CERT_DIRS = ("/etc/ssl/certs", "/etc/pki/tls/certs")
+GITHUB_CA_DIR_NAME = "github-ca"
+GITHUB_CA_FILE_NAME = "endpoints.pem"
 PROXY_ENV_VARS = ("HTTP_PROXY", "HTTPS_PROXY", "NO_PROXY", "http_proxy", "https_proxy", "no_proxy")
 
 PROVIDER_REQUIRED_FIELDS = (
@@ -274,6 +287,7 @@ class Settings:
     database: Database
     providers: list[dict[str, str]]
     proxies: dict[str, str]
+    ca_bundles: dict[str, str]
 
 
 def _fail(message: str) -> NoReturn:
@@ -377,35 +391,73 @@ def parse_providers(raw: str) -> list[dict[str, str]]:
     return sorted(providers, key=lambda p: p["unit_name"])
 
 
-def split_providers_json(text: str) -> dict[str, str]:
-    """Cut the provider list into environment variables no longer than Linux allows.
+def split_variable(name: str, text: str) -> dict[str, str]:
+    """Cut a JSON value into environment variables no longer than Linux allows.
 
     Args:
-        text: the canonical provider JSON.
+        name: one of :data:`PIECED_ENV_VARS`.
+        text: the JSON text.
 
     Returns:
-        ``GARM_PROVIDERS_JSON`` with the first piece, then ``GARM_PROVIDERS_JSON_<n>`` for each
-        further piece; just the one variable for a list that fits.
+        ``name`` with the first piece, then ``<name>_<n>`` for each further piece; just the one
+        variable for a value that fits.
     """
     pieces = [
         text[i : i + PROVIDERS_JSON_PIECE] for i in range(0, len(text), PROVIDERS_JSON_PIECE)
     ]
-    names = [GARM_PROVIDERS_JSON] + [f"{GARM_PROVIDERS_JSON}_{n}" for n in range(1, len(pieces))]
+    names = [name] + [f"{name}_{n}" for n in range(1, len(pieces))]
     return dict(zip(names, pieces or [""], strict=False))
 
 
-def continuation_names(environ: Mapping[str, str]) -> list[str]:
-    """Names of the ``GARM_PROVIDERS_JSON_<n>`` pieces present, in order."""
+def continuation_names(environ: Mapping[str, str], name: str = GARM_PROVIDERS_JSON) -> list[str]:
+    """Names of the ``<name>_<n>`` pieces present, in order."""
     names: list[str] = []
-    while f"{GARM_PROVIDERS_JSON}_{len(names) + 1}" in environ:
-        names.append(f"{GARM_PROVIDERS_JSON}_{len(names) + 1}")
+    while f"{name}_{len(names) + 1}" in environ:
+        names.append(f"{name}_{len(names) + 1}")
     return names
 
 
+def joined_variable(environ: Mapping[str, str], name: str) -> str:
+    """Join a variable cut by :func:`split_variable` and its continuation pieces back."""
+    names = [name, *continuation_names(environ, name)]
+    return "".join(environ.get(piece, "") for piece in names)
+
+
+def split_providers_json(text: str) -> dict[str, str]:
+    """The provider list as :func:`split_variable` cuts it."""
+    return split_variable(GARM_PROVIDERS_JSON, text)
+
+
 def joined_providers_json(environ: Mapping[str, str]) -> str:
-    """Join ``GARM_PROVIDERS_JSON`` and its continuation pieces back into one text."""
-    names = [GARM_PROVIDERS_JSON, *continuation_names(environ)]
-    return "".join(environ.get(name, "") for name in names)
+    """The provider list joined back from the environment."""
+    return joined_variable(environ, GARM_PROVIDERS_JSON)
+
+
+def parse_ca_bundles(raw: str) -> dict[str, str]:
+    """Parse the endpoints' CA bundles published by the charm (``""``: none).
+
+    Returns:
+        Endpoint name to PEM text, sorted by name.
+
+    Raises:
+        EntrypointError: the text is not a JSON object of non-empty names to PEM texts.
+    """
+    if not raw:
+        return {}
+    try:
+        data: object = json.loads(raw)
+    except ValueError:
+        _fail(f"variable {GARM_GITHUB_CA_BUNDLES} is not valid JSON")
+    if not isinstance(data, dict):
+        _fail(f"variable {GARM_GITHUB_CA_BUNDLES} must be a JSON object")
+    bundles: dict[str, str] = {}
+    for name, bundle in cast("dict[str, object]", data).items():
+        if not name or not isinstance(bundle, str) or "-----BEGIN CERTIFICATE-----" not in bundle:
+            _fail(f"{GARM_GITHUB_CA_BUNDLES}: entry {name!r} must hold PEM certificates")
+        if not _is_text(bundle):
+            _fail(f"{GARM_GITHUB_CA_BUNDLES}: entry {name!r} is not valid text")
+        bundles[name] = bundle
+    return dict(sorted(bundles.items()))
 
 
 def load_settings(environ: Mapping[str, str]) -> Settings:
@@ -428,7 +480,8 @@ def load_settings(environ: Mapping[str, str]) -> Settings:
     for name, value in proxies.items():
         if not _is_text(value):
             _fail(f"variable {name} is not valid UTF-8 text")
-    return Settings(environ[GARM_JWT_SECRET], database, providers, proxies)
+    ca_bundles = parse_ca_bundles(joined_variable(environ, GARM_GITHUB_CA_BUNDLES))
+    return Settings(environ[GARM_JWT_SECRET], database, providers, proxies, ca_bundles)
 
 
 # --------------------------------------------------------------------------- rendering
@@ -576,6 +629,29 @@ def prepare_config_dir(config_dir: Path, providers: Sequence[Mapping[str, str]])
             path.unlink(missing_ok=True)
 
 
+def write_ca_bundles(config_dir: Path, bundles: Mapping[str, str]) -> Path | None:
+    """Write the endpoints' CA bundles in one file of their own directory (removed when none).
+
+    Returns:
+        The directory to add to ``SSL_CERT_DIR``; None when there is no bundle.
+    """
+    directory = config_dir / GITHUB_CA_DIR_NAME
+    path = directory / GITHUB_CA_FILE_NAME
+    if not bundles:
+        path.unlink(missing_ok=True)
+        return None
+    directory.mkdir(mode=DIR_MODE, exist_ok=True)
+    os.chmod(directory, DIR_MODE)
+    write_private(path, "".join(bundle.strip() + "\n" for bundle in bundles.values()))
+    return directory
+
+
+def cert_dirs(environ: Mapping[str, str], extra: Path) -> str:
+    """``SSL_CERT_DIR`` with ``extra`` after the directories Go would read without it."""
+    current = environ.get(SSL_CERT_DIR) or ":".join(GO_DEFAULT_CERT_DIRS)
+    return f"{current}:{extra}"
+
+
 def write_files(settings: Settings, layout: Layout) -> Path:
     """Write the provider files and GARM's configuration; return the configuration path."""
     config_dir = layout.config_dir
@@ -644,7 +720,15 @@ def main(
     except OSError as exc:
         _error(f"cannot write the GARM configuration in {layout.config_dir}: {exc.strerror}")
         return EXIT_FAILED
-    for name in (*SECRET_ENV_VARS, *continuation_names(environ)):
+    try:
+        ca_dir = write_ca_bundles(layout.config_dir, settings.ca_bundles)
+    except OSError as exc:
+        _error(f"cannot write the CA bundles in {layout.config_dir}: {exc.strerror}")
+        return EXIT_FAILED
+    if ca_dir is not None:
+        environ[SSL_CERT_DIR] = cert_dirs(environ, ca_dir)
+    pieces = [piece for name in PIECED_ENV_VARS for piece in continuation_names(environ, name)]
+    for name in (*SECRET_ENV_VARS, GARM_GITHUB_CA_BUNDLES, *pieces):
         environ.pop(name, None)
     try:
         # GARM is a cobra CLI: only the double-dash flag is understood (older builds that used

@@ -18,6 +18,7 @@ from typing import Literal
 
 import ops
 
+import endpoint_trust
 import security_events
 from garm_entrypoint import (
     APP_BASE_URL,
@@ -149,13 +150,12 @@ def proxy_environment(juju_env: Mapping[str, str]) -> dict[str, str]:
     Returns:
         Upper- and lower-case variables for each Juju proxy setting that is set and non-empty.
     """
-    environment: dict[str, str] = {}
-    for juju_name, names in JUJU_PROXY_ENV_VARS.items():
-        value = juju_env.get(juju_name, "")
-        if value:
-            for name in names:
-                environment[name] = value
-    return environment
+    return {
+        name: juju_env[juju_name]
+        for juju_name, names in JUJU_PROXY_ENV_VARS.items()
+        if juju_env.get(juju_name)
+        for name in names
+    }
 
 
 def entrypoint_source() -> str:
@@ -191,6 +191,7 @@ def build_environment(
     app_base_url: str,
     proxy_env: Mapping[str, str],
     config_version: str,
+    ca_bundles: Mapping[str, str],
 ) -> dict[str, str]:
     """Build the GARM service environment read by the entrypoint.
 
@@ -202,6 +203,7 @@ def build_environment(
         app_base_url: GARM's external base URL; a trailing slash is dropped.
         proxy_env: proxy variables from :func:`proxy_environment`.
         config_version: the digest from :func:`config_version`.
+        ca_bundles: the CA bundles GARM's process trusts, by endpoint (``endpoint_trust``).
 
     Returns:
         The environment, with keys in sorted order.
@@ -214,6 +216,7 @@ def build_environment(
         GARM_CONFIG_VERSION: config_version,
         **_database_environment(database),
         **proxy_env,
+        **endpoint_trust.to_environment(ca_bundles),
     }
     return dict(sorted(environment.items()))
 

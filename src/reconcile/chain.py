@@ -63,6 +63,8 @@ class ChainResult:
         memory: what the next pass needs to know.
         restart_garm: whether a scale set GARM stopped scaling needs GARM restarted.
         version: GARM's version as its controller reports it ("" when unknown or not read).
+        endpoint_bundles: the CA bundles (PEM) of the charm's GitHub Enterprise Server
+            endpoints GARM holds after the pass, by lower-case name.
     """
 
     live: list[ScaleSet]
@@ -70,6 +72,7 @@ class ChainResult:
     memory: Memory
     restart_garm: bool = False
     version: str = ""
+    endpoint_bundles: dict[str, str] = dataclasses.field(default_factory=dict[str, str])
 
 
 @traced("reconcile.chain")
@@ -177,6 +180,7 @@ def run_chain(
         ),
         stalls.restart,
         version,
+        endpoints.held_bundles(),
     )
 
 

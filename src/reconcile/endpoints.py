@@ -45,13 +45,18 @@ def endpoint_of(ref: EndpointRef | None) -> str:
     return (ref.name if ref is not None and ref.name else DEFAULT_GITHUB_ENDPOINT).lower()
 
 
-def stored_certificates(endpoint: Endpoint) -> tuple[bytes, ...]:
-    """The certificates of the bundle GARM holds for an endpoint (none when it has none)."""
+def stored_bundle(endpoint: Endpoint) -> str:
+    """The PEM bundle GARM holds for an endpoint (``""`` when it has none)."""
     try:
         raw = base64.b64decode(endpoint.ca_cert_bundle or "", validate=True)
     except (binascii.Error, ValueError):
-        return ()
-    return ca_certificates(raw.decode("ascii", "replace"))
+        return ""
+    return raw.decode("ascii", "replace")
+
+
+def stored_certificates(endpoint: Endpoint) -> tuple[bytes, ...]:
+    """The certificates of the bundle GARM holds for an endpoint (none when it has none)."""
+    return ca_certificates(stored_bundle(endpoint))
 
 
 def is_managed(endpoint: Endpoint) -> bool:
@@ -82,6 +87,7 @@ class EndpointReconciler:
         }
         self.missing: set[str] = set()
         self.notices: list[Notice] = []
+        self._deleted: set[str] = set()
 
     def ensure(self, desired: Sequence[EndpointSpec]) -> None:
         """Create the endpoints GARM lacks and send a changed CA bundle.
@@ -175,4 +181,18 @@ class EndpointReconciler:
                     describe_failure(refused.error),
                 )
                 continue
+            self._deleted.add(key)
             deleted("github-endpoints", current.name or key, current.name or key)
+
+    def held_bundles(self) -> dict[str, str]:
+        """The CA bundles of the charm's endpoints GARM still holds, by lower-case name.
+
+        As GARM listed them when the pass began, less those the pass deleted; an endpoint
+        without a bundle is left out. What a configurator publishes now is the caller's.
+        """
+        bundles = {
+            key: stored_bundle(current)
+            for key, current in self.listed.items()
+            if is_managed(current) and key not in self._deleted
+        }
+        return {key: bundle for key, bundle in sorted(bundles.items()) if ca_certificates(bundle)}

@@ -154,6 +154,7 @@ def standalone_environment(providers: list[dict[str, str]] | None = None) -> dic
         app_base_url="http://garm.test.svc.cluster.local:8080",
         proxy_env={},
         config_version=workload.config_version(source),
+        ca_bundles={},
     )
 
 

@@ -37,6 +37,7 @@ def env_for(database: DatabaseConfig, **overrides: object) -> dict[str, str]:
         "app_base_url": "http://garm.example/",
         "proxy_env": {},
         "config_version": "abcdef012345",
+        "ca_bundles": {},
     }
     arguments.update(overrides)
     return build_environment(**arguments)  # type: ignore[arg-type]
