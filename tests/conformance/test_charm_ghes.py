@@ -10,12 +10,13 @@ deleted); and the GHES configurator leaving takes its organisation, credential a
 of GARM while the github.com one is untouched. The GHES configurator describes no scale set
 there: see the real-GARM test below for why.
 
-Real GARM only (the emulator calls no GitHub): GARM reaches the GHES API through the front
-only with the CA the charm gave its endpoint (a wrong CA is refused by TLS), and GARM
-v0.2.1-afda4e76 does not use that CA for the Actions service client of scale sets
-(``util/github/scalesets/client.go`` makes a plain ``http.Client``): the scale set's
-``/actions/runner-registration`` call fails with ``x509: certificate signed by unknown
-authority`` and the charm shows ``GARM failed on it (500); will retry``.
+Real GARM only (the emulator calls no GitHub): a runner of the GHES organisation comes up
+beside a github.com one, with GARM trusting the GHES only through the CA the charm gave it. GARM
+v0.2.1-afda4e76 uses an endpoint's CA for the REST API only; its Actions service client
+(``util/github/scalesets/client.go``, a plain ``http.Client``) trusts the process's CA store,
+which the charm gives the same bundles (``endpoint_trust``, ``SSL_CERT_DIR``). The stand-in
+answers as the GHES at the front's URL, so every Actions call crosses TLS too. With another CA,
+TLS stops GARM's first call and the scale set is refused.
 """
 
 from __future__ import annotations
@@ -65,6 +66,8 @@ def ghes(charm_garm: Garm, backend: str, tmp_path: Path) -> Iterator[Ghes]:
     directory = tmp_path / "ghes-front"
     directory.mkdir()
     front = TlsFront(directory, lambda: port).start()
+    # What the GHES hands out (the Actions service, message queues) points at itself.
+    standin.serve_as(front.base_url)
     if backend == REAL:
         register_configured_apps(charm_garm.proxy, standin)  # pyright: ignore[reportAttributeAccessIssue]
     name = endpoint_name(front.base_url)
@@ -170,13 +173,53 @@ def test_a_ghes_configurator_beside_a_github_com_one(
 
 # Real GARM only: the emulator calls no GitHub.
 @pytest.mark.parametrize("backend", [REAL], indirect=True)
-@pytest.mark.parametrize("trusted", [True, False], ids=["its-ca", "another-ca"])
-def test_real_garm_reaches_the_ghes_api_only_through_the_charms_ca(
-    driver: CharmDriver, charm_garm: Garm, ghes: Ghes, tmp_path: Path, trusted: bool
+def test_real_garm_runs_a_ghes_runner_through_the_charms_ca_only(
+    runner_driver: CharmDriver, charm_garm: Garm, ghes: Ghes
 ) -> None:
     assert isinstance(charm_garm, RealGarm)
-    bundle = ghes.ca if trusted else make_certificates(tmp_path)[0].read_text()
-    on_ghes = {"github_base_url": ghes.url, "github_ca_bundle": bundle}
+    driver, garm = runner_driver, charm_garm
+    driver.add_configurator(configurator(COM, relation_id=1))
+    on_ghes = {"github_base_url": ghes.url, "github_ca_bundle": ghes.ca}
+    driver.add_configurator(configurator(GHES, relation_id=2, extra=on_ghes))
+
+    def both_idle(_state: testing.State) -> bool:
+        return idle(garm, COM) and idle(garm, GHES)
+
+    state = hook_until(driver, garm, "an idle runner on each GitHub", both_idle)
+    assert state.unit_status == ops.ActiveStatus()
+    # Every call of the scale set's life reached the GHES, through the front only.
+    for route in ("installation_token", "runner_registration", "create_scale_set"):
+        assert ghes.reached(route), route
+    assert ghes.reached("generate_jit_config")
+    # GARM's process trusts the GHES's CA and nothing else that the charm gave it.
+    assert garm.trusted_ca_bundles() == [ghes.ca.strip()]
+    assert "x509" not in garm.log_tail(200)
+    com_runners = {r["name"] for r in garm.instances(scaleset_of(garm, COM)["name"])}
+
+    # The GHES configurator leaves: its runner drains through the Actions service (still
+    # trusted), then its scale set, organisation, credential and endpoint go, and GARM's
+    # process trusts the CA no more.
+    driver.remove_relation(relation(driver, 2))
+
+    def ghes_gone(_state: testing.State) -> bool:
+        return endpoint(garm, ghes.name) is None and garm.trusted_ca_bundles() == []
+
+    state = hook_until(driver, garm, "the GHES endpoint gone", ghes_gone)
+    assert state.unit_status == ops.ActiveStatus()
+    assert ghes.reached("delete_scale_set")
+    assert orgs(garm) == {("canonical", "github.com"): "app-101-202"}
+    assert [c["name"] for c in garm.credentials()] == ["app-101-202"]
+    assert [s["name"] for s in garm.scalesets()] == [scaleset_of(garm, COM)["name"]]
+    assert com_runners <= {r["name"] for r in garm.instances(scaleset_of(garm, COM)["name"])}
+
+
+@pytest.mark.parametrize("backend", [REAL], indirect=True)
+def test_real_garm_with_another_ca_reaches_nothing_of_the_ghes(
+    driver: CharmDriver, charm_garm: Garm, ghes: Ghes, tmp_path: Path
+) -> None:
+    assert isinstance(charm_garm, RealGarm)
+    other_ca = make_certificates(tmp_path)[0].read_text()
+    on_ghes = {"github_base_url": ghes.url, "github_ca_bundle": other_ca}
     driver.add_configurator(configurator(GHES, relation_id=2, extra=on_ghes))
 
     def scaleset_refused(state: testing.State) -> bool:
@@ -184,7 +227,7 @@ def test_real_garm_reaches_the_ghes_api_only_through_the_charms_ca(
 
     state = hook_until(driver, charm_garm, "the GHES scale set refused", scaleset_refused)
     assert state.unit_status.message == f"{GHES}-runners: GARM failed on it (500); will retry"
-    # With its CA, GARM's REST calls reach the GHES; with another, TLS stops them.
-    assert ghes.reached("installation_token") is trusted
-    assert ghes.reached("registration_token") is trusted
+    assert not ghes.reached("installation_token")
+    assert not ghes.reached("registration_token")
+    assert ghes.standin.requests == []
     assert "x509: certificate signed by unknown authority" in charm_garm.log_tail(50)

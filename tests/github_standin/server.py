@@ -236,6 +236,14 @@ class GitHubStandin:
 
     # ----- where it is
 
+    def serve_as(self, base_url: str) -> None:
+        """Answer as the server at ``base_url``, a TLS front relaying to this stand-in.
+
+        The URLs it hands out from then on (the Actions service, message queues, downloads)
+        point there, as a GitHub Enterprise Server's point at itself.
+        """
+        self.urls = Urls(base_url.rstrip("/"))
+
     @property
     def base_url(self) -> str:
         """The web base URL, e.g. ``http://127.0.0.1:PORT`` (entity URLs hang off it)."""

@@ -36,6 +36,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import re
 import secrets
 import shlex
 import signal
@@ -386,6 +387,24 @@ class RealGarm:
     def log_path(self) -> Path:
         """GARM's own log (stdout and stderr)."""
         return self.workdir / "garm.log"
+
+    def trusted_ca_bundles(self) -> list[str]:
+        """The certificates (PEM) GARM's running process trusts beyond Go's default stores.
+
+        Read from the process itself: the directories its ``SSL_CERT_DIR`` adds to Go's
+        default ones, and the certificates in their files.
+        """
+        pid = int(self.pid_path.read_text(encoding="utf-8"))
+        items = Path(f"/proc/{pid}/environ").read_bytes().decode("utf-8", "replace").split("\0")
+        environ = dict(item.partition("=")[::2] for item in items if "=" in item)
+        directories = [
+            Path(d)
+            for d in environ.get(garm_entrypoint.SSL_CERT_DIR, "").split(":")
+            if d and d not in garm_entrypoint.GO_DEFAULT_CERT_DIRS
+        ]
+        pem = re.compile(r"-----BEGIN CERTIFICATE-----.*?-----END CERTIFICATE-----", re.DOTALL)
+        files = [f for d in directories for f in sorted(d.iterdir()) if f.is_file()]
+        return [block for f in files for block in pem.findall(f.read_text(encoding="utf-8"))]
 
     def log_tail(self, lines: int = 30) -> str:
         """The last lines of GARM's log."""
