@@ -55,7 +55,12 @@ STUB = textwrap.dedent(
     import json, os, sys
     with open(sys.argv[2], encoding="utf-8") as handle:
         config = handle.read()
-    print(json.dumps({"argv": sys.argv[1:], "env_keys": sorted(os.environ), "config": config}))
+    print(json.dumps({
+        "argv": sys.argv[1:],
+        "env_keys": sorted(os.environ),
+        "ssl_cert_dir": os.environ.get("SSL_CERT_DIR"),
+        "config": config,
+    }))
     """
 )
 
@@ -417,6 +422,13 @@ INVALID_CASES: list[tuple[str, dict[str, str], str]] = [
         for port in ("abc", "0", "65536", "-1", "54 32", "٣")
     ],
     ("bad json", _with(sqlite_env(), GARM_PROVIDERS_JSON="[{"), "GARM_PROVIDERS_JSON"),
+    ("CA bundles not JSON", _with(sqlite_env(), GARM_GITHUB_CA_BUNDLES="{"), "CA_BUNDLES"),
+    ("CA bundles a list", _with(sqlite_env(), GARM_GITHUB_CA_BUNDLES="[]"), "JSON object"),
+    (
+        "CA bundle without a certificate",
+        _with(sqlite_env(), GARM_GITHUB_CA_BUNDLES='{"ghes.example.com": "not PEM"}'),
+        "'ghes.example.com' must hold PEM certificates",
+    ),
     ("json object", _providers({"unit_name": "cfg-0"}), "list"),
     ("entry not object", _providers(["cfg-0"]), "entry 0"),
     (
@@ -610,3 +622,38 @@ def test_a_provider_list_longer_than_one_environment_string_still_starts_garm(
 def test_a_short_provider_list_stays_in_one_variable() -> None:
     assert garm_entrypoint.split_providers_json("[]") == {"GARM_PROVIDERS_JSON": "[]"}
     assert garm_entrypoint.joined_providers_json({"GARM_PROVIDERS_JSON": "[]"}) == "[]"
+
+
+def pem(label: str) -> str:
+    """A PEM-shaped block: the entrypoint only places bundles, the charm checks them."""
+    return f"-----BEGIN CERTIFICATE-----\n{label}\n-----END CERTIFICATE-----"
+
+
+def test_ca_bundles_are_written_where_ssl_cert_dir_points_garm(workspace: Workspace) -> None:
+    # Two endpoints, one with a bundle long enough to be cut into pieces.
+    bundles = {"b.example.com": pem("B" * 120_000), "a.example.com": pem("A")}
+    text = json.dumps(bundles)
+    env = {**sqlite_env(), **garm_entrypoint.split_variable("GARM_GITHUB_CA_BUNDLES", text)}
+    assert "GARM_GITHUB_CA_BUNDLES_1" in env
+
+    output = workspace.run_ok(env)
+
+    directory = workspace.config_dir / "github-ca"
+    assert output["ssl_cert_dir"] == f"/etc/ssl/certs:/etc/pki/tls/certs:{directory}"
+    written = directory / "endpoints.pem"
+    assert written.read_text() == pem("A") + "\n" + pem("B" * 120_000) + "\n"
+    assert (mode(directory), mode(written)) == (0o700, 0o600)
+    assert not [k for k in output["env_keys"] if k.startswith("GARM_GITHUB_CA_BUNDLES")]
+
+    # Without bundles GARM starts with Go's own stores, and the old file is gone.
+    output = workspace.run_ok(sqlite_env())
+    assert output["ssl_cert_dir"] is None
+    assert not written.exists()
+
+
+def test_an_ssl_cert_dir_already_set_is_kept_first(workspace: Workspace) -> None:
+    env = {**sqlite_env(), "SSL_CERT_DIR": "/opt/certs", "GARM_GITHUB_CA_BUNDLES": "{}"}
+    assert workspace.run_ok(env)["ssl_cert_dir"] == "/opt/certs"
+    env["GARM_GITHUB_CA_BUNDLES"] = json.dumps({"ghes.example.com": pem("A")})
+    output = workspace.run_ok(env)
+    assert output["ssl_cert_dir"] == f"/opt/certs:{workspace.config_dir / 'github-ca'}"
