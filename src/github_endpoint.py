@@ -22,6 +22,9 @@ DEFAULT_GITHUB_ENDPOINT = "github.com"
 GITHUB_COM_HOSTS = frozenset({"github.com", "www.github.com"})
 BASE_URL_FIELD = "github_base_url"
 CA_BUNDLE_FIELD = "github_ca_bundle"
+# A GHES CA chain is a few KiB; a whole public CA store (~220 KiB) is not what the key is for,
+# and every bundle also rides in GARM's service environment (``endpoint_trust``).
+CA_BUNDLE_MAX_BYTES = 64 * 1024
 _PEM_BLOCK = re.compile(r"-----BEGIN ([A-Z0-9 ]+)-----\s*(.*?)\s*-----END \1-----", re.DOTALL)
 _HOST = re.compile(r"[a-z0-9]([a-z0-9-]*[a-z0-9])?(\.[a-z0-9]([a-z0-9-]*[a-z0-9])?)*")
 
@@ -119,8 +122,11 @@ def ca_bundle_problem(bundle: str) -> str:
     certificate, so the charm checks every block: each must be an X.509 ``CERTIFICATE``.
 
     Returns:
-        ``""`` when the bundle holds one or more certificates and nothing else, else the reason.
+        ``""`` when the bundle holds one or more certificates and nothing else within
+        :data:`CA_BUNDLE_MAX_BYTES`, else the reason.
     """
+    if len(bundle.encode("utf-8", "replace")) > CA_BUNDLE_MAX_BYTES:
+        return f"{CA_BUNDLE_FIELD} is over {CA_BUNDLE_MAX_BYTES:,} bytes"
     blocks = _PEM_BLOCK.findall(bundle)
     if not blocks:
         return f"{CA_BUNDLE_FIELD} holds no PEM certificate"

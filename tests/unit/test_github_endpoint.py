@@ -152,6 +152,9 @@ def test_ca_bundle_checks(pems: tuple[str, str, str]) -> None:
     assert "outside its PEM blocks" in ca_bundle_problem("hello\n" + ca)
     broken = ca.replace(ca.splitlines()[2], "A" * 64)
     assert "does not parse" in ca_bundle_problem(broken)
+    # A whole public CA store is refused: every bundle also rides in GARM's environment.
+    store = "\n".join([ca] * (64 * 1024 // len(ca) + 1))
+    assert ca_bundle_problem(store) == "github_ca_bundle is over 65,536 bytes"
 
 
 def test_two_configurators_on_one_ghes_with_other_bundles_refuse_the_later(
