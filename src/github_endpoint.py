@@ -37,7 +37,7 @@ def endpoint_name(base_url: str) -> str | None:
 
     Returns:
         :data:`DEFAULT_GITHUB_ENDPOINT` for no URL or github.com's own, the derived name for a
-        GitHub Enterprise Server, None when the URL is not one the charm accepts
+        GitHub Enterprise Server (an IPv6 host as ``ipv6-<address, colons as dashes>``), None when the URL is not one the charm accepts
         (:func:`base_url_problem` says why).
     """
     if not base_url:
@@ -48,6 +48,10 @@ def endpoint_name(base_url: str) -> str | None:
     host = (parts.hostname or "").lower()
     if host in GITHUB_COM_HOSTS:
         return DEFAULT_GITHUB_ENDPOINT
+    if ":" in host:
+        # An IPv6 address: its compressed form (one spelling per address), with the colons
+        # that a URL path and a credential name should not hold made dashes.
+        host = "ipv6-" + ipaddress.ip_address(host).compressed.replace(":", "-")
     port = parts.port
     return host if port in (None, 443) else f"{host}-{port}"
 

@@ -34,6 +34,7 @@ import ops
 from ops import testing
 
 import agent_image
+import endpoint_trust
 from charm_state import SHELL_NEEDS_TLS
 from garm import GarmClient
 from tests.charm_driver import (
@@ -41,6 +42,7 @@ from tests.charm_driver import (
     Configurator,
     admin_credentials,
     configurator,
+    planned_env,
     planned_providers,
 )
 from tests.local_parts import GARM
@@ -426,9 +428,10 @@ GHES_ENDPOINT = "ghes.example.com"
 def ghes_beside_github_com(story: Story) -> None:
     """Step: a configurator on a GitHub Enterprise Server joins, then leaves (ADR 0014).
 
-    Its organisation is ``org-a``, as cfg-a's on github.com: two organisations. It describes no
-    scale set: real GARM v0.2.1-afda4e76 does not use an endpoint's CA for scale sets (see the
-    GHES how-to), and the server here is not reachable anyway.
+    Its organisation is ``org-a``, as cfg-a's on github.com: two organisations. GARM's process
+    is given its CA (GARM's Actions client reads no endpoint's bundle), and loses it with the
+    endpoint. It describes no scale set: the server here is not reachable (a runner through a
+    GHES stand-in is ``tests/conformance/test_charm_ghes.py``'s, on real GARM).
     """
     driver, garm = story.driver, story.garm
     story.step(f"cfg-ghes joins on a GitHub Enterprise Server ({GHES_URL}), org-a there too")
@@ -441,6 +444,10 @@ def ghes_beside_github_com(story: Story) -> None:
     names = [e["name"] for e in garm.endpoints()]
     print(f"  GitHub endpoints: {', '.join(names)}")
     story.expect("the GHES endpoint exists", GHES_ENDPOINT in names)
+    story.expect(
+        "GARM's process is given the GHES CA",
+        list(endpoint_trust.from_environment(planned_env(state))) == [GHES_ENDPOINT],
+    )
     orgs = sorted((o["name"], o["endpoint"]["name"]) for o in garm.organizations())
     story.expect(
         "org-a on github.com and org-a on the GHES are two organisations",
@@ -448,9 +455,13 @@ def ghes_beside_github_com(story: Story) -> None:
     )
     story.step("cfg-ghes leaves: its organisation, credential and endpoint go")
     driver.remove_relation(cfg.relation)
-    story.hook()
+    state = story.hook()
     story.expect(
         "no GHES endpoint left", GHES_ENDPOINT not in [e["name"] for e in garm.endpoints()]
+    )
+    story.expect(
+        "GARM's process no longer trusts the GHES CA",
+        endpoint_trust.from_environment(planned_env(state)) == {},
     )
     story.expect(
         "org-a on github.com untouched",

@@ -24,7 +24,7 @@ from garm import (
     GithubApp,
     UpdateEndpointParams,
 )
-from github_endpoint import ca_certificates
+from github_endpoint import ca_certificates, endpoint_name
 from tests.conformance.test_client import WEBHOOK_SECRET, key_b64, scaleset_params
 from tests.github_standin import GitHubStandin
 from tests.real_garm.tls_front import make_certificates
@@ -165,3 +165,24 @@ def test_a_scale_set_is_listed_on_its_organisation_s_endpoint(
         "canonical",
         "ghes-plain",
     )
+
+
+def test_an_ipv6_ghes_endpoint_by_its_derived_name(client: GarmClient) -> None:
+    url = "https://[2001:db8::1]:8443"
+    name = endpoint_name(url)
+    assert name == "ipv6-2001-db8--1-8443"
+    params = CreateEndpointParams(
+        name=name,
+        description=MARKER,
+        base_url=url,
+        api_base_url=f"{url}/api/v3/",
+        upload_base_url=f"{url}/api/uploads/",
+    )
+    created = client.create_endpoint(params)
+    assert (created.name, created.base_url, created.api_base_url) == (
+        name,
+        url,
+        f"{url}/api/v3/",
+    )
+    client.create_credential(credential(f"app-1-1-{name}", name, 1))
+    assert [c.endpoint.name for c in client.list_credentials() if c.endpoint] == [name]

@@ -88,6 +88,9 @@ def test_the_endpoint_name_is_stable_and_keeps_a_port() -> None:
     assert endpoint_name("https://GHES.example.com") == "ghes.example.com"
     assert endpoint_name("https://ghes.example.com:443/") == "ghes.example.com"
     assert endpoint_name("https://10.0.0.5:8443") == "10.0.0.5-8443"
+    # An IPv6 host: one name per address however it is spelt, and no colon in it.
+    assert endpoint_name("https://[2001:db8::1]") == "ipv6-2001-db8--1"
+    assert endpoint_name("https://[2001:0DB8:0:0::1]:8443/") == "ipv6-2001-db8--1-8443"
     assert endpoint_name("") == DEFAULT_GITHUB_ENDPOINT
 
 
