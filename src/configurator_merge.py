@@ -41,7 +41,7 @@ from desired_state import (
     credential_name,
     entity_key,
 )
-from github_endpoint import CA_BUNDLE_FIELD
+from github_endpoint import BASE_URL_FIELD, CA_BUNDLE_FIELD, ca_certificates
 
 logger = logging.getLogger(__name__)
 
@@ -267,6 +267,22 @@ class Contribution:
     unnamed: bool = False
     endpoints: dict[str, EndpointSpec] = field(default_factory=dict[str, EndpointSpec])
     endpoint_unreadable: bool = False
+
+    def endpoint_disagreement(self, name: str, bundle: str) -> str:
+        """Why a unit's GitHub Enterprise Server differs from an earlier unit's ("" if not).
+
+        Units of one configurator name one server with one bundle; while they disagree (a
+        change rolling through them) the configurator is held rather than half moved. A unit
+        that names no server is not compared: it may publish no GitHub data at all.
+        """
+        if name == DEFAULT_GITHUB_ENDPOINT or not self.endpoints:
+            return ""
+        earlier = self.endpoints.get(name)
+        if earlier is None:
+            return f"{BASE_URL_FIELD} differs between the units of {self.app}"
+        if earlier.certificates != ca_certificates(bundle):
+            return f"{CA_BUNDLE_FIELD} differs between the units of {self.app}"
+        return ""
 
     def identify(self, unit: UnitData) -> None:
         """Record the names this unit's data points at, readable or not."""

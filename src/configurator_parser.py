@@ -294,6 +294,7 @@ def _endpoint(c: Contribution, unit: UnitData) -> str | None:
     """The GARM endpoint of the unit's entity (its server joins ``c``); None when refused."""
     base_url, bundle = text(unit.data, BASE_URL_FIELD), text(unit.data, CA_BUNDLE_FIELD)
     name, reason = read_endpoint(base_url, bundle)
+    reason = reason or c.endpoint_disagreement(name, bundle)
     if reason:
         logger.warning("ignoring the GitHub data of %s: %s", unit.unit_name, reason)
         _problem(c, unit, reason)

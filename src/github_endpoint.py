@@ -37,8 +37,8 @@ def endpoint_name(base_url: str) -> str | None:
 
     Returns:
         :data:`DEFAULT_GITHUB_ENDPOINT` for no URL or github.com's own, the derived name for a
-        GitHub Enterprise Server (an IPv6 host as ``ipv6-<address, colons as dashes>``), None when the URL is not one the charm accepts
-        (:func:`base_url_problem` says why).
+        GitHub Enterprise Server (an IPv6 host as ``ipv6-<address, colons as dashes>``), None
+        when the URL is not one the charm accepts (:func:`base_url_problem` says why).
     """
     if not base_url:
         return DEFAULT_GITHUB_ENDPOINT

@@ -177,6 +177,36 @@ def test_two_configurators_on_one_ghes_with_other_bundles_refuse_the_later(
     assert parsed.problems == ()
 
 
+def test_units_of_one_configurator_naming_other_servers_hold_it(
+    pems: tuple[str, str, str],
+) -> None:
+    on_ghes = {**FULL, "github_base_url": GHES, "github_ca_bundle": pems[0]}
+    # A change rolling through the units: the second still names the old server.
+    moved = {**on_ghes, "github_base_url": "https://ghes2.example.com"}
+    parsed = parse(unit(on_ghes, "cfg/0", rid=1), unit(moved, "cfg/1", rid=1))
+    (problem,) = parsed.problems
+    assert (problem.source, problem.reason) == (
+        "cfg/1",
+        "github_base_url differs between the units of cfg",
+    )
+    assert parsed.endpoints == () and parsed.scalesets == ()
+    assert "small" in parsed.held.scalesets
+    # Another bundle for the same server holds it too; the same certificates do not.
+    rotated = {**on_ghes, "github_ca_bundle": pems[1]}
+    parsed = parse(unit(on_ghes, "cfg/0", rid=1), unit(rotated, "cfg/1", rid=1))
+    assert [p.reason for p in parsed.problems] == [
+        "github_ca_bundle differs between the units of cfg"
+    ]
+    same = {**on_ghes, "github_ca_bundle": pems[0] + pems[0]}
+    parsed = parse(unit(on_ghes, "cfg/0", rid=1), unit(same, "cfg/1", rid=1))
+    assert parsed.problems == ()
+    assert [e.name for e in parsed.endpoints] == ["ghes.example.com"]
+    # A unit that names no server (it publishes no GitHub data) is not compared.
+    provider_only = {k: v for k, v in FULL.items() if not k.startswith("github_")}
+    parsed = parse(unit(on_ghes, "cfg/0", rid=1), unit(provider_only, "cfg/1", rid=1))
+    assert parsed.problems == ()
+
+
 def test_schema_takes_a_multi_line_bundle_and_refuses_a_multi_line_url(
     pems: tuple[str, str, str],
 ) -> None:
