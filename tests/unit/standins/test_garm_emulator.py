@@ -64,21 +64,19 @@ def api(ready_emulator: GarmEmulator) -> Iterator[httpx.Client]:
         yield client
 
 
+def credential_body(name: str) -> dict[str, Any]:
+    """A GitHub App credential on github.com, as GARM takes it."""
+    return {
+        "name": name,
+        "description": "Managed by garm",
+        "endpoint": "github.com",
+        "auth_type": "app",
+        "app": {"app_id": 1, "installation_id": 2, "private_key_bytes": b64(PRIVATE_KEY.encode())},
+    }
+
+
 def create_credential(api: httpx.Client, name: str = "creds") -> dict[str, Any]:
-    answer = api.post(
-        "/github/credentials",
-        json={
-            "name": name,
-            "description": "Managed by garm",
-            "endpoint": "github.com",
-            "auth_type": "app",
-            "app": {
-                "app_id": 1,
-                "installation_id": 2,
-                "private_key_bytes": b64(PRIVATE_KEY.encode()),
-            },
-        },
-    )
+    answer = api.post("/github/credentials", json=credential_body(name))
     assert answer.status_code == 200, answer.text
     return answer.json()
 
@@ -470,20 +468,7 @@ def test_references_block_deletes(api: httpx.Client, org: dict[str, Any]):
 
 def test_duplicate_credentials_and_templates_conflict(api: httpx.Client):
     first = create_credential(api, "dup")
-    again = api.post(
-        "/github/credentials",
-        json={
-            "name": "dup",
-            "description": "Managed by garm",
-            "endpoint": "github.com",
-            "auth_type": "app",
-            "app": {
-                "app_id": 1,
-                "installation_id": 2,
-                "private_key_bytes": b64(PRIVATE_KEY.encode()),
-            },
-        },
-    )
+    again = api.post("/github/credentials", json=credential_body("dup"))
     assert_error(again, 409, "Conflict")
     assert [c["id"] for c in api.get("/github/credentials").json()] == [first["id"]]
     assert_error(
