@@ -362,6 +362,17 @@ def _provider(index: int, entry: object) -> dict[str, str]:
     return provider
 
 
+def _json_variable(name: str, raw: str, kind: type, noun: str) -> Any:
+    """The JSON value of variable ``name``, which must be a ``kind`` (a JSON ``noun``)."""
+    try:
+        value: object = json.loads(raw)
+    except ValueError:
+        _fail(f"variable {name} is not valid JSON")
+    if not isinstance(value, kind):
+        _fail(f"variable {name} must be a JSON {noun}")
+    return value
+
+
 def parse_providers(raw: str) -> list[dict[str, str]]:
     """Parse and validate the provider list published by the charm.
 
@@ -374,12 +385,7 @@ def parse_providers(raw: str) -> list[dict[str, str]]:
     Raises:
         EntrypointError: the text is not a list of valid, distinct providers.
     """
-    try:
-        entries: object = json.loads(raw)
-    except ValueError:
-        _fail(f"variable {GARM_PROVIDERS_JSON} is not valid JSON")
-    if not isinstance(entries, list):
-        _fail(f"variable {GARM_PROVIDERS_JSON} must be a JSON list")
+    entries = _json_variable(GARM_PROVIDERS_JSON, raw, list, "list")
     providers: list[dict[str, str]] = []
     seen: set[str] = set()
     for index, entry in enumerate(cast("list[object]", entries)):
@@ -444,12 +450,7 @@ def parse_ca_bundles(raw: str) -> dict[str, str]:
     """
     if not raw:
         return {}
-    try:
-        data: object = json.loads(raw)
-    except ValueError:
-        _fail(f"variable {GARM_GITHUB_CA_BUNDLES} is not valid JSON")
-    if not isinstance(data, dict):
-        _fail(f"variable {GARM_GITHUB_CA_BUNDLES} must be a JSON object")
+    data = _json_variable(GARM_GITHUB_CA_BUNDLES, raw, dict, "object")
     bundles: dict[str, str] = {}
     for name, bundle in cast("dict[str, object]", data).items():
         if not name or not isinstance(bundle, str) or "-----BEGIN CERTIFICATE-----" not in bundle:

@@ -622,3 +622,13 @@ class CharmDriver:
             mock.patch.object(workload, "stand_by", stand_by_and_stop),
         ):
             yield
+
+
+def deployed(garm: Garm, state: testing.State, *, ready_timeout: float = 2.0) -> CharmDriver:
+    """The real charm from ``state``: installed, leader, bootstrapped against ``garm``."""
+    charm = CharmDriver(garm, state, ready_timeout=ready_timeout)
+    charm.run(charm.ctx.on.install())
+    charm.run(charm.ctx.on.leader_elected())
+    container = charm.state.get_container(workload.CONTAINER_NAME)
+    charm.run(charm.ctx.on.pebble_ready(container))
+    return charm

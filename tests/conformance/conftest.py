@@ -16,8 +16,8 @@ import ops
 import pytest
 from ops import testing
 
-import workload
 from garm import GarmClient
+from tests import charm_driver
 from tests.charm_driver import CharmDriver, base_state
 from tests.conformance.backends import (
     EMULATOR,
@@ -180,12 +180,7 @@ def charm_garm(backend: str, tmp_path: Path, request: pytest.FixtureRequest) -> 
 
 def deployed(garm: Garm, state: testing.State) -> CharmDriver:
     """The real charm from ``state``: installed, leader, bootstrapped against ``garm``."""
-    charm = CharmDriver(garm, state, ready_timeout=10.0)
-    charm.run(charm.ctx.on.install())
-    charm.run(charm.ctx.on.leader_elected())
-    container = charm.state.get_container(workload.CONTAINER_NAME)
-    charm.run(charm.ctx.on.pebble_ready(container))
-    return charm
+    return charm_driver.deployed(garm, state, ready_timeout=10.0)
 
 
 def hook_until(

@@ -14,8 +14,7 @@ from pathlib import Path
 import pytest
 from ops import testing
 
-import workload
-from tests.charm_driver import CharmDriver, base_state, configurator
+from tests.charm_driver import CharmDriver, base_state, configurator, deployed
 from tests.garm_emulator import GarmEmulator
 
 GHES = "https://ghes.example.com"
@@ -23,11 +22,7 @@ GHES = "https://ghes.example.com"
 
 @pytest.fixture
 def driver(garm: GarmEmulator, tmp_path: Path) -> CharmDriver:
-    charm = CharmDriver(garm, base_state(tmp_path))
-    charm.run(charm.ctx.on.install())
-    charm.run(charm.ctx.on.leader_elected())
-    charm.run(charm.ctx.on.pebble_ready(charm.state.get_container(workload.CONTAINER_NAME)))
-    return charm
+    return deployed(garm, base_state(tmp_path))
 
 
 def placed(garm: GarmEmulator) -> list[tuple[str, str, bool]]:

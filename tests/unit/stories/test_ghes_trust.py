@@ -20,7 +20,7 @@ from ops import testing
 import endpoint_trust
 import workload
 from github_endpoint import ca_certificates
-from tests.charm_driver import CharmDriver, base_state, configurator, planned_env
+from tests.charm_driver import CharmDriver, base_state, configurator, deployed, planned_env
 from tests.garm_emulator import GarmEmulator
 from tests.real_garm.tls_front import make_certificates
 
@@ -30,11 +30,7 @@ NAME = "ghes.example.com"
 
 @pytest.fixture
 def driver(garm: GarmEmulator, tmp_path: Path) -> CharmDriver:
-    charm = CharmDriver(garm, base_state(tmp_path))
-    charm.run(charm.ctx.on.install())
-    charm.run(charm.ctx.on.leader_elected())
-    charm.run(charm.ctx.on.pebble_ready(charm.state.get_container(workload.CONTAINER_NAME)))
-    return charm
+    return deployed(garm, base_state(tmp_path))
 
 
 def new_ca(tmp_path: Path, name: str) -> str:

@@ -23,7 +23,13 @@ from ops import testing
 import workload
 from github_key import public_key_digest
 from leadership import PEER_RELATION
-from tests.charm_driver import PRIVATE_KEY_VALUE, CharmDriver, base_state, configurator
+from tests.charm_driver import (
+    PRIVATE_KEY_VALUE,
+    CharmDriver,
+    base_state,
+    configurator,
+    deployed,
+)
 from tests.garm_emulator import GarmEmulator
 
 A_LIVE = "cfg-a-runners-18515357"
@@ -33,10 +39,7 @@ B_LIVE = "cfg-b-runners-18515357"
 @pytest.fixture
 def driver(garm: GarmEmulator, tmp_path: Path) -> CharmDriver:
     """Both configurators deployed, each scale set with an idle runner."""
-    charm = CharmDriver(garm, base_state(tmp_path))
-    charm.run(charm.ctx.on.install())
-    charm.run(charm.ctx.on.leader_elected())
-    charm.run(charm.ctx.on.pebble_ready(charm.state.get_container(workload.CONTAINER_NAME)))
+    charm = deployed(garm, base_state(tmp_path))
     charm.add_configurator(configurator("cfg-a", relation_id=1, org="org-a", app_id="11"))
     charm.add_configurator(configurator("cfg-b", relation_id=2, org="org-b", app_id="22"))
     for _ in range(2):  # one tick creates the runners, the next boots them
