@@ -19,6 +19,7 @@ import os
 import re
 import shutil
 import signal
+import subprocess
 import tempfile
 import time
 from collections.abc import Mapping
@@ -78,8 +79,20 @@ class PebbleService:
         failures then, and restart the next GARM as soon as that one started.
         """
         self.client.stop_checks([workload.CHECK_NAME])
-        if self.state() not in ("inactive", "error"):
+        if self.state() in ("inactive", "error"):
+            return
+        try:
             self.client.stop_services([workload.SERVICE_NAME])
+        except ops.pebble.ChangeError as exc:
+            processes = subprocess.run(
+                ["ps", "-eo", "pid,ppid,pgid,sid,stat,etime,args"],
+                capture_output=True,
+                text=True,
+                check=False,
+            ).stdout
+            raise AssertionError(
+                f"{exc.err}\nPebble's log:\n{self.log_tail(30)}\nProcesses:\n{processes}"
+            ) from exc
 
     def state(self) -> str:
         """Pebble's state of the ``garm`` service (``inactive`` before any layer)."""
