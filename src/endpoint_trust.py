@@ -42,9 +42,7 @@ def before_pass(planned: Mapping[str, str], endpoints: Sequence[EndpointSpec]) -
     Returns:
         The published bundles, and the planned ones of endpoints no configurator names.
     """
-    named = {spec.name.lower() for spec in endpoints}
-    kept = {name: bundle for name, bundle in planned.items() if name.lower() not in named}
-    return dict(sorted({**kept, **published(endpoints)}.items()))
+    return _published_over(planned, endpoints)
 
 
 def after_pass(
@@ -61,12 +59,8 @@ def after_pass(
         The new bundles; None when GARM trusts the same certificates already (a bundle GARM
         re-encoded is the same bundle, so no restart follows from its form).
     """
-    named = {spec.name.lower() for spec in endpoints}
-    kept = {name: bundle for name, bundle in held.items() if name.lower() not in named}
-    wanted = {**kept, **published(endpoints)}
-    if _certificates(wanted) == _certificates(applied):
-        return None
-    return dict(sorted(wanted.items()))
+    wanted = _published_over(held, endpoints)
+    return None if _certificates(wanted) == _certificates(applied) else wanted
 
 
 def to_environment(bundles: Mapping[str, str]) -> dict[str, str]:
@@ -89,6 +83,15 @@ def from_environment(environment: Mapping[str, str]) -> dict[str, str]:
 def published(endpoints: Sequence[EndpointSpec]) -> dict[str, str]:
     """The bundles the configurators publish, by lower-case endpoint name."""
     return {spec.name.lower(): spec.ca_bundle for spec in endpoints if spec.ca_bundle}
+
+
+def _published_over(
+    others: Mapping[str, str], endpoints: Sequence[EndpointSpec]
+) -> dict[str, str]:
+    """The published bundles, and those of ``others`` for endpoints no configurator names."""
+    named = {spec.name.lower() for spec in endpoints}
+    kept = {name: bundle for name, bundle in others.items() if name.lower() not in named}
+    return dict(sorted({**kept, **published(endpoints)}.items()))
 
 
 def _certificates(bundles: Mapping[str, str]) -> dict[str, frozenset[bytes]]:

@@ -415,7 +415,7 @@ def split_variable(name: str, text: str) -> dict[str, str]:
     return dict(zip(names, pieces or [""], strict=False))
 
 
-def continuation_names(environ: Mapping[str, str], name: str = GARM_PROVIDERS_JSON) -> list[str]:
+def continuation_names(environ: Mapping[str, str], name: str) -> list[str]:
     """Names of the ``<name>_<n>`` pieces present, in order."""
     names: list[str] = []
     while f"{name}_{len(names) + 1}" in environ:
@@ -729,7 +729,7 @@ def main(
     if ca_dir is not None:
         environ[SSL_CERT_DIR] = cert_dirs(environ, ca_dir)
     pieces = [piece for name in PIECED_ENV_VARS for piece in continuation_names(environ, name)]
-    for name in (*SECRET_ENV_VARS, GARM_GITHUB_CA_BUNDLES, *pieces):
+    for name in (*SECRET_ENV_VARS, *PIECED_ENV_VARS, *pieces):
         environ.pop(name, None)
     try:
         # GARM is a cobra CLI: only the double-dash flag is understood (older builds that used
