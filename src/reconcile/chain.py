@@ -47,6 +47,7 @@ from reconcile.scalesets.stall import (
     shortfalls,
     watch_stalls,
 )
+from reconcile.writes import Unfinished, Writes
 from telemetry import traced, tracer
 
 logger = logging.getLogger(__name__)
@@ -65,6 +66,7 @@ class ChainResult:
         version: GARM's version as its controller reports it ("" when unknown or not read).
         endpoint_bundles: the CA bundles (PEM) of the charm's GitHub Enterprise Server
             endpoints GARM holds after the pass, by lower-case name.
+        unfinished: the steps the pass's budget cut, in order: the next pass goes on.
     """
 
     live: list[ScaleSet]
@@ -73,6 +75,7 @@ class ChainResult:
     restart_garm: bool = False
     version: str = ""
     endpoint_bundles: dict[str, str] = dataclasses.field(default_factory=dict[str, str])
+    unfinished: tuple[Unfinished, ...] = ()
 
 
 @traced("reconcile.chain")
@@ -82,6 +85,7 @@ def run_chain(
     memory: Memory | None = None,
     *,
     read_tool: ToolReader | None = None,
+    writes: Writes | None = None,
 ) -> ChainResult:
     """Bring GARM's controller, credentials, tools, entities, template, scale sets to ``state``.
 
@@ -91,6 +95,7 @@ def run_chain(
         memory: what the last pass left (None: nothing).
         read_tool: reads a shipped garm-agent binary, called only for one GARM does not
             hold; None when the binaries cannot be read (nothing is uploaded).
+        writes: the pass's writes: its pool and budget (None: the default pool, no budget).
 
     Returns:
         The live scale sets, the notices of the pass and the memory for the next.
@@ -101,6 +106,7 @@ def run_chain(
         GarmApiError: a listing failed, or a pass-ending failure (``reconcile.containment``).
     """
     memory = memory or Memory()
+    writes = writes or Writes()
     held = state.held
     spans = tracer()
     version = ""
@@ -111,14 +117,14 @@ def run_chain(
         endpoints = EndpointReconciler(client)
         endpoints.ensure(state.endpoints)
     with spans.start_as_current_span("reconcile.credentials"):
-        credentials = CredentialReconciler(client, memory.sent)
+        credentials = CredentialReconciler(client, memory.sent, writes)
         credentials.ensure(
             state.credentials, held=held.credentials, missing_endpoints=endpoints.missing
         )
     with spans.start_as_current_span("reconcile.agent_tools"):
         agent = sync_agent_tools(client, state.agent_tools, read_tool)
     with spans.start_as_current_span("reconcile.entities"):
-        entities = EntityReconciler(client, credentials.listed)
+        entities = EntityReconciler(client, credentials.listed, writes)
         entities.ensure(
             state.entities,
             missing_credentials=credentials.missing,
@@ -129,7 +135,7 @@ def run_chain(
         template_id = apply_charmed_template(client, state.debug_ssh)
     specs = [dataclasses.replace(s, template_id=template_id) for s in state.scalesets]
     with spans.start_as_current_span("reconcile.scalesets"):
-        result = ScalesetReconciler(client).reconcile(
+        result = ScalesetReconciler(client, writes=writes).reconcile(
             specs, prune=state.prune, held=held.scalesets, held_apps=held.apps
         )
     with spans.start_as_current_span("reconcile.runner_faults"):
@@ -137,7 +143,9 @@ def run_chain(
         instances = client.list_instances() if result.live else []
         faults = carry_faults(memory.faults, result.live, instances)
     with spans.start_as_current_span("reconcile.stalls"):
-        stalls = _watch_stalls(client, state, result, instances, faults, memory.stalls)
+        stalls = _watch_stalls(
+            client, state, result, instances, faults, memory.stalls, cut=bool(writes.unfinished)
+        )
     if state.prune:
         with spans.start_as_current_span("reconcile.deletions"):
             in_use = entities.prune(state.entities, result.live, held=held.entities)
@@ -181,6 +189,7 @@ def run_chain(
         stalls.restart,
         version,
         endpoints.held_bundles(),
+        tuple(writes.unfinished),
     )
 
 
@@ -191,8 +200,13 @@ def _watch_stalls(
     instances: Sequence[Instance],
     faults: Mapping[str, RememberedFault],
     remembered: Mapping[str, Recovery],
+    *,
+    cut: bool,
 ) -> StallWatch:
-    """The scale sets GARM stopped scaling, among the charm's own that no hold keeps as is."""
+    """The scale sets GARM stopped scaling, among the charm's own that no hold keeps as is.
+
+    A pass its budget cut is still changing scale sets: it restarts no GARM.
+    """
     held = state.held
     eligible = {s.name for s in state.scalesets} - set(held.scalesets)
     mine = [s for s in result.live if app_of_provider(s.provider_name or "") not in held.apps]
@@ -204,7 +218,7 @@ def _watch_stalls(
         found,
         remembered,
         instances=instances if relisted is None else relisted,
-        changing=bool(result.progress),
+        changing=bool(result.progress) or cut,
         now=now,
     )
 

@@ -35,11 +35,15 @@ from garm import (
 from notices import Notice, Severity
 from reconcile.containment import contain
 from reconcile.endpoints import endpoint_of
+from reconcile.writes import Writes
 from security_events import deleted
 
 logger = logging.getLogger(__name__)
 
 GITHUB_APP_AUTH_TYPE = "app"
+# The steps' words when the pass's budget cuts them (``reconcile.writes``).
+ENSURE_STEP = "creating or updating GitHub credentials"
+DELETE_STEP = "deleting GitHub credentials"
 # The relation keys a refused credential is blamed on: the key when GARM says so, else the ids.
 KEY_FIELD = "github_private_key_secret_uri"
 ID_FIELDS = "github_app_id/github_installation_id"
@@ -95,17 +99,24 @@ class CredentialReconciler:
             charm keeps no such memory (then a rotated key is not noticed).
     """
 
-    def __init__(self, client: GarmClient, sent: Mapping[str, str] | None = None) -> None:
+    def __init__(
+        self,
+        client: GarmClient,
+        sent: Mapping[str, str] | None = None,
+        writes: Writes | None = None,
+    ) -> None:
         """List GARM's credentials.
 
         Args:
             client: an authenticated GARM client.
             sent: the fingerprints recorded after earlier passes, or None.
+            writes: the pass's writes (pool and budget); None: one at a time, no budget.
 
         Raises:
             GarmApiError: the listing failed.
         """
         self.client = client
+        self.writes = writes or Writes(size=1)
         self.listed: list[Credential] = client.list_credentials()
         self.missing: set[str] = set()
         self.notices: list[Notice] = []
@@ -138,32 +149,47 @@ class CredentialReconciler:
             GarmProtocolError: GARM answered in a shape the charm cannot read.
         """
         observed = {c.name: c for c in self.listed if c.name}
+        todo: list[CredentialSpec] = []
         for name, spec in _by_name(desired).items():
             if name in held:
                 continue
-            current = observed.get(name)
-            if current is None and spec.endpoint in missing_endpoints:
+            if name not in observed and spec.endpoint in missing_endpoints:
                 self.missing.add(name)
                 waiting = f"waiting for endpoint {spec.endpoint}"
                 self.notices.append(Notice(Severity.WAITING, spec.source or name, waiting))
                 continue
-            with contain() as refused:
-                if current is None:
-                    _create(self.client, spec)
-                    self._record(spec)
-                elif is_claimable(current) and _update_if_drifted(
-                    self.client, spec, current, rotated=self._rotated(spec)
-                ):
-                    self._record(spec)
-            if refused.error is not None:
-                self._refused(spec, refused.error, created=current is None)
-            if current is not None and not is_claimable(current):
-                logger.warning(
-                    "Credential name %s is taken by a credential the charm does not manage"
-                    " (description %r); leaving it untouched",
-                    name,
-                    current.description,
-                )
+            todo.append(spec)
+        started = self.writes.each(
+            ENSURE_STEP,
+            todo,
+            lambda spec, notices: self._ensure(spec, observed, notices),
+            self.notices,
+        )
+        # A credential the budget left for the next pass is not in GARM for its entities yet.
+        self.missing |= {spec.name for spec, ran in zip(todo, started, strict=True) if not ran}
+
+    def _ensure(
+        self, spec: CredentialSpec, observed: Mapping[str, Credential], notices: list[Notice]
+    ) -> bool:
+        current = observed.get(spec.name)
+        with contain() as refused:
+            if current is None:
+                _create(self.client, spec)
+                self._record(spec)
+            elif is_claimable(current) and _update_if_drifted(
+                self.client, spec, current, rotated=self._rotated(spec)
+            ):
+                self._record(spec)
+        if refused.error is not None:
+            self._refused(spec, refused.error, created=current is None, notices=notices)
+        if current is not None and not is_claimable(current):
+            logger.warning(
+                "Credential name %s is taken by a credential the charm does not manage"
+                " (description %r); leaving it untouched",
+                spec.name,
+                current.description,
+            )
+        return True
 
     def _rotated(self, spec: CredentialSpec) -> bool:
         return self.sent is not None and self.sent.get(spec.name) != spec.fingerprint
@@ -172,7 +198,9 @@ class CredentialReconciler:
         if self.sent is not None:
             self.sent[spec.name] = spec.fingerprint
 
-    def _refused(self, spec: CredentialSpec, exc: GarmApiError, *, created: bool) -> None:
+    def _refused(
+        self, spec: CredentialSpec, exc: GarmApiError, *, created: bool, notices: list[Notice]
+    ) -> None:
         # GARM names the key when it can parse the request; a bare 500 comes from the key too.
         key_at_fault = "private_key" in exc.details or (exc.status or 500) >= 500
         field_at_fault = KEY_FIELD if key_at_fault else ID_FIELDS
@@ -189,7 +217,7 @@ class CredentialReconciler:
         # Creating a credential makes GARM call nobody: a refusal, a 500 included (GARM's
         # answer to a damaged PKCS#1 key), is about the input and needs the operator.
         text = f"GARM refused the GitHub App ({field_at_fault})"
-        self.notices.append(Notice(Severity.BLOCKED, spec.source or spec.name, text))
+        notices.append(Notice(Severity.BLOCKED, spec.source or spec.name, text))
 
     def prune(
         self,
@@ -209,6 +237,7 @@ class CredentialReconciler:
             GarmConnectionError: GARM became unreachable (no further delete is tried).
         """
         wanted = _by_name(desired)
+        doomed: list[tuple[int, str]] = []
         for current in self.listed:
             name = current.name
             if not name or name in wanted or name in held:
@@ -223,7 +252,12 @@ class CredentialReconciler:
                     current.id,
                 )
                 continue
-            if _delete(self.client, current.id, name):
+            doomed.append((current.id, name))
+        gone = self.writes.each(
+            DELETE_STEP, doomed, lambda item, _: _delete(self.client, item[0], item[1])
+        )
+        for (_, name), deleted_now in zip(doomed, gone, strict=True):
+            if deleted_now:
                 self._deleted.add(name)
                 if self.sent is not None:
                     self.sent.pop(name, None)

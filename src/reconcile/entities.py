@@ -30,12 +30,16 @@ from notices import Notice, Severity
 from reconcile.containment import contain
 from reconcile.credentials import is_managed
 from reconcile.endpoints import endpoint_of
+from reconcile.writes import Writes
 from security_events import deleted
 
 logger = logging.getLogger(__name__)
 
 ORGANIZATION = "organization"
 REPOSITORY = "repository"
+# The steps' words when the pass's budget cuts them (``reconcile.writes``).
+ENSURE_STEP = "registering organisations and repositories"
+DELETE_STEP = "deleting organisations and repositories"
 
 
 def new_webhook_secret() -> str:
@@ -82,17 +86,24 @@ class EntityReconciler:
     scale set and GARM is never asked for a delete it would refuse.
     """
 
-    def __init__(self, client: GarmClient, credentials: Sequence[Credential]) -> None:
+    def __init__(
+        self,
+        client: GarmClient,
+        credentials: Sequence[Credential],
+        writes: Writes | None = None,
+    ) -> None:
         """List GARM's organisations and repositories.
 
         Args:
             client: an authenticated GARM client.
             credentials: GARM's credentials as listed in this pass (ownership is read there).
+            writes: the pass's writes (pool and budget); None: one at a time, no budget.
 
         Raises:
             GarmApiError: a listing failed.
         """
         self._client = client
+        self._writes = writes or Writes(size=1)
         self.notices: list[Notice] = []
         self._creds_by_id = {c.id: c for c in credentials if c.id is not None}
         self._creds_by_name = {c.name: c for c in credentials if c.name}
@@ -133,6 +144,7 @@ class EntityReconciler:
             GarmUnauthorizedError: GARM rejected the token.
             GarmProtocolError: GARM answered in a shape the charm cannot read.
         """
+        todo: list[tuple[EntitySpec, bool | None]] = []
         for key, spec in _by_key(desired).items():
             if key in held:
                 continue
@@ -140,7 +152,10 @@ class EntityReconciler:
                 waiting = f"waiting for credential {spec.credentials_name}"
                 self.notices.append(Notice(Severity.WAITING, spec.entity_name, waiting))
                 continue
-            self._ensure(spec, None if agent_modes is None else agent_modes.get(key, False))
+            todo.append((spec, None if agent_modes is None else agent_modes.get(key, False)))
+        self._writes.each(
+            ENSURE_STEP, todo, lambda item, notices: self._ensure(*item, notices), self.notices
+        )
 
     def prune(
         self,
@@ -164,15 +179,18 @@ class EntityReconciler:
         wanted = _by_key(desired)
         owners = {s.org_id for s in live if s.org_id} | {s.repo_id for s in live if s.repo_id}
         in_use = {spec.credentials_name for spec in wanted.values()}
-        for key, entity in self._observed.items():
-            keep = key in wanted or key in held
-            if keep or not self._delete_if_managed(entity, owners):
-                name = self._credential_name(entity)
-                if name:
-                    in_use.add(name)
+        doomed = [e for key, e in self._observed.items() if key not in wanted and key not in held]
+        gone = self._writes.each(
+            DELETE_STEP, doomed, lambda entity, _: self._delete_if_managed(entity, owners)
+        )
+        left = {id(entity) for entity, went in zip(doomed, gone, strict=True) if went}
+        for entity in self._observed.values():
+            name = self._credential_name(entity) if id(entity) not in left else None
+            if name:
+                in_use.add(name)
         return in_use
 
-    def _ensure(self, spec: EntitySpec, agent_mode: bool | None) -> None:
+    def _ensure(self, spec: EntitySpec, agent_mode: bool | None, notices: list[Notice]) -> None:
         if spec.entity_type not in (ORGANIZATION, REPOSITORY):
             logger.warning(
                 "Skipping entity %s: unknown entity type %r", spec.entity_name, spec.entity_type
@@ -188,7 +206,7 @@ class EntityReconciler:
         live = self._observed.get(spec.key)
         subject = spec.source or spec.entity_name
         what = f"{spec.entity_type} {spec.entity_name}"
-        with contain(self.notices, subject, what) as refused:
+        with contain(notices, subject, what) as refused:
             if live is None:
                 self._create(spec, bool(agent_mode))
             else:
@@ -256,23 +274,16 @@ class EntityReconciler:
             )
             return
         credentials_name = spec.credentials_name if rebind else None
-        if rebind:
-            logger.info(
-                "Switching %s %s (id=%s) from credential %s to %s",
-                spec.entity_type,
-                spec.entity_name,
-                live.id,
-                live.credentials_name,
-                spec.credentials_name,
-            )
+        changes = [f"credential {live.credentials_name} -> {credentials_name}"] if rebind else []
         if agent_mode is not None:
-            logger.info(
-                "Turning agent mode %s for %s %s (id=%s)",
-                "on" if agent_mode else "off",
-                spec.entity_type,
-                spec.entity_name,
-                live.id,
-            )
+            changes.append(f"agent mode {'on' if agent_mode else 'off'}")
+        logger.info(
+            "Updating %s %s (id=%s): %s",
+            spec.entity_type,
+            spec.entity_name,
+            live.id,
+            ", ".join(changes),
+        )
         if spec.entity_type == ORGANIZATION:
             self._client.update_organization(live.id, credentials_name, agent_mode)
         else:

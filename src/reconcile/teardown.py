@@ -28,6 +28,7 @@ from reconcile.credentials import CredentialReconciler, is_managed
 from reconcile.endpoints import EndpointReconciler
 from reconcile.entities import EntityReconciler
 from reconcile.scalesets.reconciler import ScalesetReconciler
+from reconcile.writes import Writes
 
 logger = logging.getLogger(__name__)
 
@@ -138,7 +139,13 @@ def remove_managed(
         TeardownError: a managed entity or credential could not be deleted.
         GarmApiError: GARM failed a listing or became unreachable.
     """
-    reconciler = ScalesetReconciler(client) if clock is None else ScalesetReconciler(client, clock)
+    # The removal cannot be continued by a later hook: the pool, and no budget.
+    writes = Writes()
+    reconciler = (
+        ScalesetReconciler(client, writes=writes)
+        if clock is None
+        else ScalesetReconciler(client, clock, writes)
+    )
     deadline = _monotonic() + timeout
     passes = 0
     while True:
@@ -153,7 +160,7 @@ def remove_managed(
         logger.info("Teardown: %d scale set(s) still draining; sweeping again", len(live))
         _wait(poll_interval)
     logger.info("Teardown: no scale set left after %d sweep(s)", passes)
-    _delete_entities_and_credentials(client)
+    _delete_entities_and_credentials(client, writes)
     _delete_charmed_template(client)
     entities_left, credentials_left = _managed_left(client)
     if entities_left or credentials_left:
@@ -185,10 +192,10 @@ def _blocked(client: GarmClient, scaleset: ScaleSet) -> BlockedScaleset:
     return BlockedScaleset(name, scaleset.id, runners)
 
 
-def _delete_entities_and_credentials(client: GarmClient) -> None:
+def _delete_entities_and_credentials(client: GarmClient, writes: Writes) -> None:
     endpoints = EndpointReconciler(client)
-    credentials = CredentialReconciler(client)
-    entities = EntityReconciler(client, credentials.listed)
+    credentials = CredentialReconciler(client, writes=writes)
+    entities = EntityReconciler(client, credentials.listed, writes)
     in_use = entities.prune([], [])
     credentials.prune([], in_use)
     endpoints.prune([], credentials.endpoints_in_use([]))

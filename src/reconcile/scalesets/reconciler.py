@@ -42,8 +42,14 @@ from reconcile.scalesets.placement import placed_as_specified, resolve_target
 from reconcile.scalesets.retirement import Retirement, ScalesetProgress
 from reconcile.scalesets.runners import RunnerRemover
 from reconcile.scalesets.sweep import OrphanSweep
+from reconcile.writes import Writes
 
 logger = logging.getLogger(__name__)
+
+ENTITY_KINDS = ("organization", "repository")
+# The steps' words when the pass's budget cuts them (``reconcile.writes``).
+RECONCILE_STEP = "creating or updating scale sets"
+SWEEP_STEP = "deleting scale sets"
 
 
 def _utc_now() -> datetime:
@@ -68,16 +74,23 @@ class ReconcileResult:
 class ScalesetReconciler:
     """Reconcile GARM's scale sets against the desired specs."""
 
-    def __init__(self, client: GarmClient, clock: Callable[[], datetime] = _utc_now) -> None:
+    def __init__(
+        self,
+        client: GarmClient,
+        clock: Callable[[], datetime] = _utc_now,
+        writes: Writes | None = None,
+    ) -> None:
         """Create the reconciler.
 
         Args:
             client: an authenticated GARM client.
             clock: returns the current time (timezone-aware); used for the drain deadline and
                 runner staleness.
+            writes: the pass's writes (pool and budget); None: one object at a time, no budget.
         """
         self._client = client
         self._clock = clock
+        self._writes = writes or Writes(size=1)
 
     def reconcile(
         self,
@@ -107,7 +120,9 @@ class ScalesetReconciler:
             GarmProtocolError: GARM answered in a shape the charm cannot read (same).
             GarmApiError: a pass-start listing failed.
         """
-        return _Pass(self._client, self._clock).run(dedupe_specs(desired), prune, held, held_apps)
+        return _Pass(self._client, self._clock, self._writes).run(
+            dedupe_specs(desired), prune, held, held_apps
+        )
 
 
 @dataclass
@@ -116,6 +131,7 @@ class _Pass:
 
     client: GarmClient
     clock: Callable[[], datetime]
+    writes: Writes
     created: list[ScaleSet] = field(default_factory=list[ScaleSet])
     notices: list[Notice] = field(default_factory=list[Notice])
     _entity_ids: dict[str, dict[EntityKey, str]] = field(
@@ -164,14 +180,18 @@ class _Pass:
             claimed |= {name for name in observed if pattern.match(name)}
         claimed |= on_held
 
-        progress: list[ScalesetProgress] = []
-        for spec in specs:
-            with contain(self.notices, spec.name) as refused:
-                progress += self._reconcile_one(spec, providers, observed, families[spec.name])
-            if refused.error is not None:
-                logger.warning(
-                    "GARM refused scaleset %r; will retry: %s", spec.name, refused.error
-                )
+        # Asked once before the objects go out concurrently, so no two ask it.
+        for kind in sorted({spec.entity_type for spec in specs} & set(ENTITY_KINDS)):
+            self._ids_of(kind)
+
+        def one(spec: ScalesetSpec, notices: list[Notice]) -> list[ScalesetProgress]:
+            with contain(notices, spec.name) as refused:
+                return self._reconcile_one(spec, providers, observed, families[spec.name], notices)
+            logger.warning("GARM refused scaleset %r; will retry: %s", spec.name, refused.error)
+            return []
+
+        results = self.writes.each(RECONCILE_STEP, specs, one, self.notices)
+        progress = [entry for result in results for entry in result or ()]
 
         unclaimed = sorted(set(observed) - claimed)
         if unclaimed and not prune:
@@ -180,9 +200,12 @@ class _Pass:
                 len(unclaimed),
             )
             unclaimed = []
-        for name in unclaimed:
+
+        def sweep(name: str, _: list[Notice]) -> None:
             if self.sweep.delete_orphaned(observed[name]):
                 self.templates.delete(name)
+
+        self.writes.each(SWEEP_STEP, unclaimed, sweep)
 
         # The raw listing keeps nameless scale sets: they exist and hold on to their provider.
         deleted = self.retirement.deleted_ids | self.sweep.deleted_ids
@@ -215,6 +238,7 @@ class _Pass:
         providers: set[str],
         observed: Mapping[str, ScaleSet],
         family: Sequence[str],
+        notices: list[Notice],
     ) -> list[ScalesetProgress]:
         active = resolve_target(spec, observed)
         try:
@@ -225,7 +249,7 @@ class _Pass:
                 spec.name,
                 exc,
             )
-            self.notices.append(
+            notices.append(
                 Notice(Severity.BLOCKED, spec.name, "cannot be built from its description")
             )
             return []
@@ -235,13 +259,13 @@ class _Pass:
                 spec.provider_name,
                 spec.name,
             )
-            self.notices.append(
+            notices.append(
                 Notice(Severity.WAITING, spec.name, f"waiting for provider {spec.provider_name}")
             )
             return []
         entity_id = self._entity_id(spec)
         if entity_id is None:
-            self.notices.append(
+            notices.append(
                 Notice(
                     Severity.WAITING,
                     spec.name,
@@ -251,7 +275,7 @@ class _Pass:
             return []
         if active in observed and not placed_as_specified(observed[active], spec):
             # Only a scale set made by hand under the charm's own name can be here.
-            self.notices.append(_name_taken_notice(observed[active], spec))
+            notices.append(_name_taken_notice(observed[active], spec))
             return []
         template_id = self.templates.ensure(spec, active)
         desired_extra = dict(params.extra_specs or {})
@@ -265,7 +289,7 @@ class _Pass:
         return self.retirement.retire_replaced(spec, active, observed, family)
 
     def _entity_id(self, spec: ScalesetSpec) -> str | None:
-        if spec.entity_type not in ("organization", "repository"):
+        if spec.entity_type not in ENTITY_KINDS:
             logger.warning(
                 "Scaleset %r has unknown entity type %r; skipped", spec.name, spec.entity_type
             )

@@ -1,0 +1,113 @@
+"""The pass's writes: concurrency within its bound, order kept, the budget, pass-ending failures."""
+
+from __future__ import annotations
+
+import contextvars
+import threading
+import time
+
+import pytest
+
+from garm import GarmApiError, GarmConnectionError
+from notices import Notice, Severity
+from reconcile.writes import Unfinished, Writes
+
+LABEL: contextvars.ContextVar[str] = contextvars.ContextVar("label", default="")
+
+
+def test_objects_overlap_up_to_the_pool_size_and_no_further() -> None:
+    running = 0
+    peak = 0
+    lock = threading.Lock()
+    all_in = threading.Barrier(4, timeout=5)
+
+    def task(item: int, _: list[Notice]) -> int:
+        nonlocal running, peak
+        with lock:
+            running += 1
+            peak = max(peak, running)
+        if item < 4:
+            all_in.wait()  # the first four are in GARM's hands at once
+        time.sleep(0.01)
+        with lock:
+            running -= 1
+        return item * 2
+
+    results = Writes(size=4).each("step", list(range(12)), task)
+
+    assert results == [i * 2 for i in range(12)]
+    assert peak == 4
+
+
+def test_results_and_notices_come_back_in_the_objects_order() -> None:
+    def task(item: int, notices: list[Notice]) -> str:
+        time.sleep(0.002 * (5 - item))  # the last finishes first
+        notices.append(Notice(Severity.WAITING, f"s{item}", "waiting"))
+        return f"r{item}"
+
+    notices: list[Notice] = []
+    results = Writes(size=5).each("step", list(range(5)), task, notices)
+
+    assert results == ["r0", "r1", "r2", "r3", "r4"]
+    assert [n.subject for n in notices] == ["s0", "s1", "s2", "s3", "s4"]
+
+
+def test_no_object_starts_once_the_budget_is_spent() -> None:
+    now = [0.0]
+    writes = Writes(size=1, budget=10.0, clock=lambda: now[0])
+    started: list[int] = []
+
+    def task(item: int, _: list[Notice]) -> int:
+        started.append(item)
+        now[0] += 4.0  # each object takes 4 s of the budget
+        return item
+
+    results = writes.each("creating scale sets", list(range(5)), task)
+
+    # Started at 0, 4 and 8 s; at 12 s the budget of 10 s is spent.
+    assert started == [0, 1, 2]
+    assert results == [0, 1, 2, None, None]
+    assert writes.unfinished == [Unfinished("creating scale sets", 3, 5)]
+    assert str(writes.unfinished[0]) == "creating scale sets: 3 of 5"
+    assert writes.each("deleting scale sets", [9], task) == [None]
+    assert str(writes.unfinished[-1]) == "deleting scale sets: 0 of 1"
+
+
+def test_a_step_that_finishes_within_the_budget_is_not_unfinished() -> None:
+    writes = Writes(size=3, budget=60.0)
+    assert writes.each("step", [1, 2, 3], lambda item, _: item) == [1, 2, 3]
+    assert writes.unfinished == []
+    assert not writes.spent
+
+
+def test_a_pass_ending_failure_starts_nothing_more_and_is_raised_after_the_started() -> None:
+    finished: list[int] = []
+    in_flight = threading.Event()
+    release = threading.Event()
+
+    def task(item: int, _: list[Notice]) -> int:
+        if item == 0:
+            in_flight.wait(5)
+            raise GarmConnectionError("GARM is unreachable")
+        if item == 1:
+            in_flight.set()
+            release.wait(5)  # still in GARM's hands when the failure arrives
+        finished.append(item)
+        return item
+
+    writes = Writes(size=2)
+    timer = threading.Timer(0.2, release.set)
+    timer.start()
+    try:
+        with pytest.raises(GarmApiError, match="unreachable"):
+            writes.each("step", list(range(50)), task)
+    finally:
+        timer.cancel()
+    # The object in flight finished first; none of the 48 queued behind them started.
+    assert finished == [1]
+
+
+def test_each_object_runs_in_the_callers_context() -> None:
+    LABEL.set("pass-42")
+    seen = Writes(size=3).each("step", [1, 2, 3], lambda _item, _n: LABEL.get())
+    assert seen == ["pass-42"] * 3
