@@ -4,8 +4,9 @@
 Every event runs one holistic :meth:`GarmCharm._reconcile`. It returns one
 :class:`outcome.Outcome` (the status it reached, the input problems, the application's
 unit-count status), built at the exit it took; ``collect-status`` turns that outcome into the
-unit and app status. GARM is reached through ``reconcile.session`` and changed only by
-``reconcile.chain``.
+unit and app status. GARM is reached and changed by ``garm_sync`` (the admin session and the
+chain, within the pass's budget); a pass the budget cut asks for the next one at once
+(``continuation``).
 """
 
 from __future__ import annotations
@@ -14,40 +15,31 @@ import dataclasses
 import functools
 import logging
 import os
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 
 import ops
 
 import actions
 import agent_image
+import continuation
 import cos
 import database
 import endpoint_trust
 import garm_restart
+import garm_sync
 import ingress
 import leadership
 import peer_record
 import provider_record
 import removal
 import secrets_store
-import security_events
 import workload
 from charm_state import CharmState, describe_problems
 from configurator_contract import CONFIGURATOR_RELATION_NAME
 from debug_ssh import DEBUG_SSH_RELATION_NAME
-from desired_state import EndpointSpec, ToolReader
-from garm import GARM_API_URL, READY_TIMEOUT, GarmApiError, GarmUnauthorizedError, ScaleSet
-from outcome import Outcome, chain_status
-from reconcile import (
-    POLL_INTERVAL,
-    TEARDOWN_TIMEOUT,
-    AdminRefusedError,
-    CharmedTemplateError,
-    GarmNotAnsweringError,
-    Memory,
-    admin_session,
-    run_chain,
-)
+from garm import GARM_API_URL, READY_TIMEOUT
+from outcome import Outcome
+from reconcile import PASS_BUDGET, POLL_INTERVAL, TEARDOWN_TIMEOUT, Writes
 from telemetry import traced
 
 logger = logging.getLogger(__name__)
@@ -61,24 +53,11 @@ WAITING_PEBBLE = "Waiting for pebble ready"
 WAITING_SECRETS = "Waiting for GARM secrets"
 WAITING_STORAGE = "Waiting for garm-data storage"
 WAITING_DATABASE = "Waiting for postgresql relation data"
-WAITING_READY = "Waiting for GARM to become ready"
-SYNC_FAILED = "GARM sync failed"
-ADMIN_REJECTED = "GARM rejected the admin credentials"
 STANDBY = "standby; GARM runs on the leader unit"
 NOT_RUNNING = (
     "GARM is not running (Pebble: {state}); read its log: "
     "juju ssh --container garm {unit} pebble logs garm"
 )
-
-
-@dataclasses.dataclass(frozen=True)
-class _Sync:
-    """How far the GARM part of a pass went: its status, and the live scale sets if it ran."""
-
-    status: ops.StatusBase
-    live: list[ScaleSet] | None = None
-    restart_garm: bool = False
-    endpoint_bundles: dict[str, str] | None = None
 
 
 class GarmCharm(ops.CharmBase):
@@ -90,6 +69,8 @@ class GarmCharm(ops.CharmBase):
     # How long the removal cleanup waits for scale sets to drain (ADR 0006).
     teardown_timeout = TEARDOWN_TIMEOUT
     teardown_poll_interval = POLL_INTERVAL
+    # After this many seconds a pass starts no new GARM write; the next pass goes on at once.
+    pass_budget = PASS_BUDGET
 
     def __init__(self, framework: ops.Framework) -> None:
         """Observe every event that can change the desired or the observed state."""
@@ -112,7 +93,9 @@ class GarmCharm(ops.CharmBase):
         framework.observe(on.get_credentials_action, self._on_get_credentials_action)
         framework.observe(on.scaleset_status_action, self._on_scaleset_status_action)
         framework.observe(on.stop, self._on_stop)
-        framework.observe(on[workload.CONTAINER_NAME].pebble_check_failed, self._on_check_failed)
+        container = on[workload.CONTAINER_NAME]
+        framework.observe(container.pebble_check_failed, self._on_check_failed)
+        framework.observe(container.pebble_custom_notice, self._on_custom_notice)
         cos.push_security_events(self)
 
     # --- events ------------------------------------------------------------------------------
@@ -163,6 +146,10 @@ class GarmCharm(ops.CharmBase):
     def _on_check_failed(self, event: ops.PebbleCheckFailedEvent) -> None:
         workload.report_check_failed(event)
 
+    def _on_custom_notice(self, event: ops.PebbleCustomNoticeEvent) -> None:
+        if continuation.is_continuation(event):
+            self._on_reconcile_event(event)
+
     # --- the reconcile pass ------------------------------------------------------------------
 
     @traced("reconcile")
@@ -195,6 +182,8 @@ class GarmCharm(ops.CharmBase):
         self, container: ops.Container, plan: ops.pebble.Plan, owned: secrets_store.OwnedSecrets
     ) -> Outcome:
         """The leader's part of the pass: run GARM and bring it to the desired state."""
+        # The pass's budget runs from here: waiting for GARM and replanning count too.
+        writes = Writes(budget=self.pass_budget)
         refused = leadership.claim(self.model)
         if refused is not None:
             leadership.stand_by(self.unit, container, refused.message)
@@ -231,11 +220,22 @@ class GarmCharm(ops.CharmBase):
             # GARM exits at start, or an operator stopped it: no GARM to wait 30 s for.
             not_running = NOT_RUNNING.format(state=running, unit=self.unit.name)
             return Outcome(database.refused_login_status(db) or ops.BlockedStatus(not_running))
-        sync = self._sync_garm(state, owned.admin, memory, agent_image.tool_reader(container), db)
+        sync = garm_sync.sync_garm(
+            self,
+            garm_sync.GarmAccess(self.garm_api_url, self.ready_timeout),
+            state,
+            owned.admin,
+            memory,
+            read_tool=agent_image.tool_reader(container),
+            db=db,
+            writes=writes,
+        )
         if sync.endpoint_bundles is not None:
-            retrust(publish, trusted, state.endpoints, sync.endpoint_bundles)
+            garm_sync.retrust(publish, trusted, state.endpoints, sync.endpoint_bundles)
         if sync.restart_garm:
             garm_restart.restart_for_stall(container, sync.status)
+        if sync.unfinished:
+            continuation.request(container, sync.unfinished)
         kept = provider_record.trim(providers, state.providers, sync.live)
         provider_record.save_record(self.app, self.model, stored, kept)
         problems = "; ".join(
@@ -266,66 +266,6 @@ class GarmCharm(ops.CharmBase):
             ca_bundles=ca_bundles,
         )
         workload.apply_workload(container, workload.build_layer(environment), source, plan=plan)
-
-    @traced("reconcile.garm")
-    def _sync_garm(
-        self,
-        state: CharmState,
-        admin: secrets_store.AdminCredentials,
-        memory: Memory,
-        read_tool: ToolReader,
-        db: workload.DatabaseConfig,
-    ) -> _Sync:
-        """Reach GARM as its admin and run the chain; the live scale sets if the chain ran."""
-        session = admin_session(
-            self.garm_api_url, admin, ready_timeout=self.ready_timeout, create_admin=True
-        )
-        try:
-            with session as client:
-                # Binaries are read only for a tool GARM lacks: a converged pass pulls none.
-                result = run_chain(client, state, memory, read_tool=read_tool)
-        except GarmNotAnsweringError:
-            return _Sync(database.refused_login_status(db) or ops.WaitingStatus(WAITING_READY))
-        except AdminRefusedError:
-            logger.error("GARM refused the admin credentials from secret garm-admin-credentials")
-            return _Sync(ops.BlockedStatus(ADMIN_REJECTED))
-        except CharmedTemplateError as exc:
-            logger.warning("Charmed template not applied: %s; scale sets skipped", exc)
-            return _Sync(ops.WaitingStatus(str(exc)))
-        except GarmApiError as exc:
-            if isinstance(exc, GarmUnauthorizedError):
-                security_events.token_refused(admin.username)
-            logger.warning("Reconcile failed (%s): %s; will retry", type(exc).__name__, exc)
-            return _Sync(ops.WaitingStatus(SYNC_FAILED))
-        if result.version:
-            # Read from the running GARM, never assumed (juju status: workload version).
-            self.unit.set_workload_version(result.version)
-        peer_record.save(self.model, result.memory)
-        notices = [*result.notices, *state.notices]
-        status = chain_status(state.configurator_relation_count, notices)
-        return _Sync(status, result.live, result.restart_garm, result.endpoint_bundles)
-
-
-def retrust(
-    publish: Callable[[Mapping[str, str], ops.pebble.Plan | None], None],
-    applied: Mapping[str, str],
-    endpoints: Sequence[EndpointSpec],
-    held: Mapping[str, str],
-) -> None:
-    """Run GARM with the CA bundles it needs after the pass, when they changed (a restart).
-
-    A departed configurator's bundle leaves once GARM no longer holds its endpoint; one GARM
-    holds that the plan lacks (a replaced pod) comes back.
-    """
-    bundles = endpoint_trust.after_pass(applied, endpoints, held)
-    if bundles is None:
-        return
-    names = ", ".join(bundles) or "none"
-    logger.info("GARM's trusted CA bundles change (now: %s); restarting it", names)
-    try:
-        publish(bundles, None)
-    except workload.GarmExitedError as exc:
-        logger.warning("GARM did not start again with its new CA bundles: %s", exc)
 
 
 def _reconcile_events(on: ops.CharmEvents) -> list[ops.BoundEvent]:

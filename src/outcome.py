@@ -44,12 +44,20 @@ class Outcome:
         return type(self.status)(message)
 
 
-def chain_status(configurator_relations: int, notices: Sequence[Notice]) -> ops.StatusBase:
-    """The status of a pass whose chain ran: what is held back or under way, else active."""
-    if not configurator_relations:
+def chain_status(
+    configurator_relations: int, notices: Sequence[Notice], unfinished: str = ""
+) -> ops.StatusBase:
+    """The status of a pass whose chain ran: what is held back or under way, else active.
+
+    ``unfinished`` is what the pass's budget left (``creating scale sets: 180 of 500``): the
+    next pass follows at once, so the unit is in maintenance until one goes through.
+    """
+    if not configurator_relations and not unfinished:
         # The chain ran to zero: there is nothing to run GARM for yet.
         return ops.WaitingStatus(WAITING_CONFIGURATOR)
-    message = summarise(notices)
+    message = "; ".join(part for part in (unfinished, summarise(notices)) if part)
     if blocked(notices):
         return ops.BlockedStatus(message)
+    if unfinished:
+        return ops.MaintenanceStatus(message)
     return ops.ActiveStatus(message)

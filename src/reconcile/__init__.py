@@ -2,7 +2,8 @@
 
 What the charm may call, all here: :func:`admin_session` (the one way into GARM as its admin),
 :func:`run_chain` (one pass: controller URLs, credentials, agent tools, entities, charmed
-template, scale sets, then deletions in reverse), the memory kept between hooks
+template, scale sets, then deletions in reverse) with its :class:`Writes` (the bounded pool and
+the pass's budget), the memory kept between hooks
 (:class:`Memory` and its field encoding), the ``scaleset-status`` table, and the removal
 teardown (:func:`remove_managed`). The modules behind it each own one kind of object
 (``credentials``, ``entities``, ``charmed_template``, ``controller``, ``scalesets/``) or one
@@ -23,8 +24,10 @@ from reconcile.session import (
     admin_session,
 )
 from reconcile.teardown import POLL_INTERVAL, TEARDOWN_TIMEOUT, TeardownError, remove_managed
+from reconcile.writes import PASS_BUDGET, Unfinished, Writes
 
 __all__ = [
+    "PASS_BUDGET",
     "POLL_INTERVAL",
     "TEARDOWN_TIMEOUT",
     "AdminRefusedError",
@@ -34,6 +37,8 @@ __all__ = [
     "GarmNotInitialisedError",
     "Memory",
     "TeardownError",
+    "Unfinished",
+    "Writes",
     "admin_session",
     "decode_memory",
     "encode_memory",

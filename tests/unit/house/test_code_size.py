@@ -1,4 +1,4 @@
-"""The size rules of src/: no module over 450 lines, no class over 250.
+"""The size rules of src/: no module over 450 lines, no class over 250, the event table under 340.
 
 Read from the source. The container entrypoint is the one exception: it runs inside the
 workload image on the standard library alone and must stay one self-contained file.
@@ -13,6 +13,8 @@ SRC = Path(__file__).resolve().parents[3] / "src"
 MAX_MODULE_LINES = 450
 MAX_CLASS_LINES = 250
 SELF_CONTAINED = frozenset({"garm_entrypoint.py"})
+# charm.py is the event table and the pass boundary: the pass's parts live in their own modules.
+MAX_CHARM_LINES = 340
 
 
 def oversized(root: Path) -> list[str]:
@@ -34,6 +36,11 @@ def oversized(root: Path) -> list[str]:
 
 def test_no_module_or_class_of_src_is_over_its_bound():
     assert oversized(SRC) == []
+
+
+def test_charm_py_stays_the_event_table():
+    lines = len((SRC / "charm.py").read_text().splitlines())
+    assert lines < MAX_CHARM_LINES, f"src/charm.py has {lines} lines"
 
 
 def test_an_oversized_module_and_class_are_named(tmp_path: Path):

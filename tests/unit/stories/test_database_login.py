@@ -21,7 +21,7 @@ import ops
 import pytest
 from ops import testing
 
-import charm
+import garm_sync
 import database
 import postgres_login
 from tests.charm_driver import CharmDriver, base_state
@@ -125,13 +125,13 @@ def test_refused_login_blocks_with_the_database_status(tmp_path: Path, code: str
 def test_accepted_login_keeps_waiting_for_garm(tmp_path: Path):
     with FakePostgres("") as server:
         state = run_pebble_ready(tmp_path, {postgresql_relation(server.port)})
-    assert state.unit_status == ops.WaitingStatus(charm.WAITING_READY)
+    assert state.unit_status == ops.WaitingStatus(garm_sync.WAITING_READY)
 
 
 def test_unreachable_database_keeps_waiting_for_garm(tmp_path: Path):
     with reserved_port() as nobody:
         state = run_pebble_ready(tmp_path, {postgresql_relation(nobody)})
-    assert state.unit_status == ops.WaitingStatus(charm.WAITING_READY)
+    assert state.unit_status == ops.WaitingStatus(garm_sync.WAITING_READY)
 
 
 def test_sqlite_never_probes(tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
@@ -140,7 +140,7 @@ def test_sqlite_never_probes(tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
 
     monkeypatch.setattr(database, "probe_login", fail)
     state = run_pebble_ready(tmp_path, set())
-    assert state.unit_status == ops.WaitingStatus(charm.WAITING_READY)
+    assert state.unit_status == ops.WaitingStatus(garm_sync.WAITING_READY)
 
 
 def test_other_server_errors_are_not_read_as_a_refused_login():
