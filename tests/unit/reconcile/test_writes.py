@@ -1,4 +1,4 @@
-"""The pass's writes: concurrency within its bound, order kept, the budget, pass-ending failures."""
+"""The pass's writes: concurrency within its bound, order kept, the budget, failures."""
 
 from __future__ import annotations
 

@@ -21,8 +21,8 @@ import ops
 import pytest
 from ops import testing
 
-import garm_sync
 import database
+import garm_sync
 import postgres_login
 from tests.charm_driver import CharmDriver, base_state
 from tests.log_secrets import register_secret
