@@ -15,6 +15,7 @@ import dataclasses
 import functools
 import logging
 import os
+import time
 from collections.abc import Mapping, Sequence
 
 import ops
@@ -71,6 +72,7 @@ class GarmCharm(ops.CharmBase):
     teardown_poll_interval = POLL_INTERVAL
     # After this many seconds a pass starts no new GARM write; the next pass goes on at once.
     pass_budget = PASS_BUDGET
+    pass_clock = staticmethod(time.monotonic)
 
     def __init__(self, framework: ops.Framework) -> None:
         """Observe every event that can change the desired or the observed state."""
@@ -183,7 +185,7 @@ class GarmCharm(ops.CharmBase):
     ) -> Outcome:
         """The leader's part of the pass: run GARM and bring it to the desired state."""
         # The pass's budget runs from here: waiting for GARM and replanning count too.
-        writes = Writes(budget=self.pass_budget)
+        writes = Writes(budget=self.pass_budget, clock=self.pass_clock)
         refused = leadership.claim(self.model)
         if refused is not None:
             leadership.stand_by(self.unit, container, refused.message)

@@ -110,7 +110,8 @@ def sync_garm(
         charm.unit.set_workload_version(result.version)
     peer_record.save(charm.model, result.memory)
     notices = [*result.notices, *state.notices]
-    unfinished = "; ".join(str(step) for step in result.unfinished)
+    # The first step the budget cut is where the pass stopped; the later ones started nothing.
+    unfinished = str(result.unfinished[0]) if result.unfinished else ""
     status = chain_status(state.configurator_relation_count, notices, unfinished)
     return Sync(status, result.live, result.restart_garm, result.endpoint_bundles, unfinished)
 

@@ -12,7 +12,7 @@ from collections.abc import Sequence
 
 import ops
 
-from notices import Notice, blocked, summarise
+from notices import Notice, Severity, blocked, summarise
 
 WAITING_CONFIGURATOR = "Waiting for garm-configurator relation"
 
@@ -49,12 +49,16 @@ def chain_status(
 ) -> ops.StatusBase:
     """The status of a pass whose chain ran: what is held back or under way, else active.
 
-    ``unfinished`` is what the pass's budget left (``creating scale sets: 180 of 500``): the
-    next pass follows at once, so the unit is in maintenance until one goes through.
+    ``unfinished`` is the step where the pass's budget stopped it (``creating or updating
+    scale sets: 180 of 500``): the next pass follows at once, so the unit is in maintenance
+    until one goes through, and only what needs the operator is named beside it (an object
+    waiting on one the budget left is not stuck).
     """
     if not configurator_relations and not unfinished:
         # The chain ran to zero: there is nothing to run GARM for yet.
         return ops.WaitingStatus(WAITING_CONFIGURATOR)
+    if unfinished:
+        notices = [n for n in notices if n.severity is Severity.BLOCKED]
     message = "; ".join(part for part in (unfinished, summarise(notices)) if part)
     if blocked(notices):
         return ops.BlockedStatus(message)

@@ -38,6 +38,7 @@ from ops import testing
 from scenario import mocking
 
 import agent_image
+import continuation
 import workload
 from charm import GarmCharm
 from garm_entrypoint import joined_providers_json
@@ -370,18 +371,20 @@ class ToolCounter:
 
 
 class PullRecorder:
-    """Records the paths the charm pulls from a container (Pebble), and its plan reads."""
+    """Records the paths the charm pulls from a container (Pebble), its plan reads and notices."""
 
     def __init__(self) -> None:
-        """Start with nothing pulled or read."""
+        """Start with nothing pulled, read or noticed."""
         self.paths: list[str] = []
         self.plan_reads = 0
+        self.notified: list[str] = []
 
     @contextmanager
     def recording(self) -> Iterator[None]:
-        """Wrap the testing Pebble client's ``pull`` and ``get_plan``."""
+        """Wrap the testing Pebble client's ``pull``, ``get_plan`` and ``notify``."""
         client_class = mocking._MockPebbleClient  # pyright: ignore[reportPrivateUsage]
         original_pull, original_plan = client_class.pull, client_class.get_plan
+        original_notify = client_class.notify
 
         def pull(client: Any, path: str, *args: Any, **kwargs: Any) -> Any:
             self.paths.append(path)
@@ -391,13 +394,19 @@ class PullRecorder:
             self.plan_reads += 1
             return original_plan(client)
 
+        def notify(client: Any, type: Any, key: str, **kwargs: Any) -> str:
+            self.notified.append(key)
+            return original_notify(client, type, key, **kwargs)
+
         client_class.pull = pull  # type: ignore[method-assign]
         client_class.get_plan = get_plan  # type: ignore[method-assign]
+        client_class.notify = notify  # type: ignore[method-assign]
         try:
             yield
         finally:
             client_class.pull = original_pull  # type: ignore[method-assign]
             client_class.get_plan = original_plan  # type: ignore[method-assign]
+            client_class.notify = original_notify  # type: ignore[method-assign]
 
 
 class Garm(Protocol):
@@ -435,13 +444,15 @@ class CharmDriver:
         ready_timeout: float = 2.0,
         unit_id: int = 0,
         juju_version: str | None = None,
+        budget_ticks: int | None = None,
     ) -> None:
         """Drive a charm whose GARM is ``emulator`` (or a real GARM), starting from ``state``.
 
         ``unit_id`` picks the unit (``garm/<unit_id>``): two drivers with their own GARM and
         storage play two units of one application. The deployment runs on ``juju_version``
         (by default the charm's minimum Juju), whose limits every hook meets
-        (:class:`tests.juju_model_limits.ModelLimits`).
+        (:class:`tests.juju_model_limits.ModelLimits`). ``budget_ticks`` (an emulator only)
+        gives each pass a budget of that many GARM writes instead of the charm's seconds.
         """
         self.emulator = emulator
         self.api_url = emulator.url
@@ -459,6 +470,7 @@ class CharmDriver:
         self._start_failed = False
         self._tools = ToolCounter()
         self._pulls = PullRecorder()
+        self._budget_ticks = budget_ticks
 
     @property
     def tool_calls(self) -> collections.Counter[str]:
@@ -475,6 +487,29 @@ class CharmDriver:
         """How many times the last hook read the workload container's Pebble plan."""
         return self._pulls.plan_reads
 
+    @property
+    def continuation_asked(self) -> bool:
+        """Whether the last hook recorded the charm's Pebble notice for the next pass."""
+        return continuation.CONTINUE_KEY in self._pulls.notified
+
+    def continue_passes(self, limit: int = 100) -> int:
+        """Deliver the charm's notice as Juju does, while each hook asks for the next.
+
+        Returns:
+            How many ``pebble-custom-notice`` hooks ran.
+        """
+        hooks = 0
+        while self.continuation_asked:
+            assert hooks < limit, f"still continuing after {limit} hooks"
+            container = self.state.get_container(workload.CONTAINER_NAME)
+            notice = testing.Notice(continuation.CONTINUE_KEY, occurrences=hooks + 1)
+            container = dataclasses.replace(container, notices=[notice])
+            others = {c for c in self.state.containers if c.name != container.name}
+            self.state = dataclasses.replace(self.state, containers={*others, container})
+            self.run(self.ctx.on.pebble_custom_notice(container, notice))
+            hooks += 1
+        return hooks
+
     def juju_writes(self) -> dict[str, int]:
         """The writes to Juju the last hook made (relation data, secrets), by hook tool."""
         return {name: self._tools.calls[name] for name in JUJU_WRITES if self._tools.calls[name]}
@@ -484,6 +519,7 @@ class CharmDriver:
         self._tools.calls.clear()
         self._pulls.paths.clear()
         self._pulls.plan_reads = 0
+        self._pulls.notified.clear()
         self._start_failed = False
         with (
             self._wired(),
@@ -578,6 +614,24 @@ class CharmDriver:
         return self.state
 
     @contextmanager
+    def _budget(self) -> Iterator[None]:
+        if self._budget_ticks is None:
+            yield
+            return
+        # The pass's time is the writes GARM received: a budget of N starts no object once the
+        # pass has written N times, whatever the machine's speed.
+        emulator = self.emulator
+
+        def clock() -> float:
+            return float(len(emulator.writes()))  # type: ignore[attr-defined]
+
+        with (
+            mock.patch.object(GarmCharm, "pass_budget", float(self._budget_ticks)),
+            mock.patch.object(GarmCharm, "pass_clock", staticmethod(clock)),
+        ):
+            yield
+
+    @contextmanager
     def _wired(self) -> Iterator[None]:
         real_apply = workload.apply_workload
         real_stand_by = workload.stand_by
@@ -618,6 +672,7 @@ class CharmDriver:
             mock.patch.object(ops.Container, "restart", restart),
             mock.patch.object(GarmCharm, "garm_api_url", self.api_url),
             mock.patch.object(GarmCharm, "ready_timeout", self.ready_timeout),
+            self._budget(),
             mock.patch.object(workload, "apply_workload", apply_and_restart),
             mock.patch.object(workload, "stand_by", stand_by_and_stop),
         ):
