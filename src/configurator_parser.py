@@ -8,10 +8,9 @@ the GARM client: the secrets come through a ``SecretReader`` the Juju adapter su
 
 from __future__ import annotations
 
-import json
+import dataclasses
 import logging
 from collections.abc import Mapping, Sequence
-from typing import cast
 
 from configurator_contract import (
     DECIMAL,
@@ -24,13 +23,16 @@ from configurator_contract import (
 from configurator_merge import Candidate, Contribution, Merge
 from desired_state import (
     DEFAULT_GITHUB_ENDPOINT,
+    KEY_UNREADABLE,
     MANAGED_CREDENTIAL_DESCRIPTION,
+    AppKey,
     ConfiguratorInputs,
     CredentialSpec,
     EndpointSpec,
     EntitySpec,
     Incumbents,
     InputProblem,
+    KeyReader,
     ProviderConfig,
     ScalesetSpec,
     SecretReader,
@@ -40,12 +42,14 @@ from desired_state import (
 )
 from github_endpoint import BASE_URL_FIELD, CA_BUNDLE_FIELD, read_endpoint
 from github_key import pkcs1_key_problem
-from runner_options import RunnerConfig
+from runner_options import RunnerConfig, pre_install_scripts
 
 logger = logging.getLogger(__name__)
 
 # What every secret reads as in a parse that reads none (``read_secret`` None).
 UNREAD_SECRET = "(not read)"  # noqa: S105 - a placeholder, not a secret
+# Every App key of such a parse: one placeholder, so configurators sharing an App agree.
+UNREAD_KEY = AppKey(UNREAD_SECRET, UNREAD_SECRET, checked=True)
 
 # (databag key, name used in the warning) for the fields a scale set cannot do without.
 _SCALESET_REQUIRED = (
@@ -61,6 +65,7 @@ def parse_configurator_units(
     units: Sequence[UnitData],
     read_secret: SecretReader | None,
     incumbents: Incumbents | None = None,
+    read_key: KeyReader | None = None,
 ) -> ConfiguratorInputs:
     """Parse the garm-configurator unit databags into this pass's desired state.
 
@@ -81,11 +86,14 @@ def parse_configurator_units(
             only names and scale sets: every secret reads as ``UNREAD_SECRET``, unchecked
             (two configurators sharing an App then read as holding the same key).
         incumbents: who holds which name in GARM; they keep it whatever the relation order.
+        read_key: returns a GitHub App key by secret URI (``AppKey``: one the charm checked
+            in an earlier pass may not be read now), or None when it cannot be read; by
+            default the key is read with ``read_secret``.
 
     Returns:
         The parsed providers, credentials, entities, scale set specs and problems.
     """
-    parser = _ConfiguratorParser(read_secret)
+    parser = _ConfiguratorParser(read_secret, read_key)
     for unit in units:
         parser.add_unit(unit)
     return parser.result(incumbents or Incumbents())
@@ -94,8 +102,9 @@ def parse_configurator_units(
 class _ConfiguratorParser:
     """Accumulates the parse of one pass per configurator, then merges the configurators."""
 
-    def __init__(self, read_secret: SecretReader | None) -> None:
+    def __init__(self, read_secret: SecretReader | None, read_key: KeyReader | None) -> None:
         self._read_secret = read_secret
+        self._read_key = read_key
         self._secret_cache: dict[str, str | None] = {}
         self._contributions: dict[int, Contribution] = {}
 
@@ -132,6 +141,12 @@ class _ConfiguratorParser:
             self._add_credential(contribution, unit, ids, endpoint)
             self._add_entity(contribution, unit, credential_name(*ids, endpoint), endpoint)
         self._add_scaleset(contribution, unit, endpoint)
+
+    def _key(self, uri: str) -> AppKey | None:
+        if self._read_key is not None:
+            return self._read_key(uri)
+        pem = self._secret(uri)
+        return None if pem is None else AppKey.of(pem)
 
     def _secret(self, uri: str) -> str | None:
         if self._read_secret is None:
@@ -214,39 +229,34 @@ class _ConfiguratorParser:
         if not uri or ids in c.credentials:
             return
         name = credential_name(*ids, endpoint)
-        private_key = self._secret(uri)
         if self._read_secret is None:
-            c.credentials[ids] = _credential(c, ids, UNREAD_SECRET, endpoint)
+            c.credentials[ids] = _credential(c, ids, UNREAD_KEY, endpoint)
             return
-        if private_key is None:
+        key = self._key(uri)
+        if key is not None and key.checked:
+            c.credentials[ids] = _credential(c, ids, key, endpoint)
+            return
+        pem = key.pem() if key is not None else None
+        if pem is None:
+            problem = KEY_UNREADABLE
+        elif not pem.strip():
+            problem = "GitHub private key is empty"
+        else:
+            problem = pkcs1_key_problem(pem)
+        if key is None or problem:
+            # Never the key itself: its URI and what is wrong with it.
             logger.warning(
-                "skipping credential %s from %s: private key secret %s is unreadable",
+                "skipping credential %s (app id %d) from %s: %s (github_private_key_secret_uri"
+                " %s)",
                 name,
+                ids[0],
                 unit.unit_name,
+                problem,
                 uri,
             )
-            _problem(c, unit, "GitHub private key secret is unreadable")
+            _problem(c, unit, problem)
             return
-        if not private_key.strip():
-            logger.warning(
-                "skipping credential %s from %s: the private key of app id %d is empty",
-                name,
-                unit.unit_name,
-                ids[0],
-            )
-            _problem(c, unit, "GitHub private key is empty")
-            return
-        key_problem = pkcs1_key_problem(private_key)
-        if key_problem:
-            logger.warning(
-                "skipping credential %s from %s: %s (github_private_key_secret_uri)",
-                name,
-                unit.unit_name,
-                key_problem,
-            )
-            _problem(c, unit, key_problem)
-            return
-        c.credentials[ids] = _credential(c, ids, private_key, endpoint)
+        c.credentials[ids] = _credential(c, ids, dataclasses.replace(key, checked=True), endpoint)
 
     def _add_entity(self, c: Contribution, unit: UnitData, wanted: str, endpoint: str) -> None:
         target = entity_target(unit.data)
@@ -278,13 +288,15 @@ class _ConfiguratorParser:
             c.scalesets[spec.name] = Candidate(spec, from_provider_unit)
 
 
-def _credential(c: Contribution, ids: tuple[int, int], key: str, endpoint: str) -> CredentialSpec:
+def _credential(
+    c: Contribution, ids: tuple[int, int], key: AppKey, endpoint: str
+) -> CredentialSpec:
     return CredentialSpec(
         name=credential_name(*ids, endpoint),
         endpoint=endpoint,
         app_id=ids[0],
         installation_id=ids[1],
-        private_key=key,
+        key=key,
         description=MANAGED_CREDENTIAL_DESCRIPTION,
         source=c.app,
     )
@@ -393,7 +405,7 @@ def _runner_config(c: Contribution, unit: UnitData, name: str) -> RunnerConfig:
 
 
 def _scripts(c: Contribution, unit: UnitData, name: str) -> dict[str, str]:
-    scripts, acceptable = _pre_install_scripts(unit.data.get("pre_install_scripts") or "")
+    scripts, acceptable = pre_install_scripts(unit.data.get("pre_install_scripts") or "")
     if not acceptable:
         logger.warning(
             "scale set %s from %s: pre_install_scripts is not a JSON object of strings; "
@@ -432,18 +444,3 @@ def _wait_for_image(contribution: Contribution, name: str) -> None:
 
 def _problem(contribution: Contribution, unit: UnitData, reason: str) -> None:
     contribution.problems.append(InputProblem(source=unit.unit_name, reason=reason))
-
-
-def _pre_install_scripts(raw: str) -> tuple[dict[str, str], bool]:
-    """Parse the pre-install scripts; the flag tells whether the input was acceptable."""
-    if not raw.strip():
-        return {}, True
-    try:
-        parsed: object = json.loads(raw)
-    except ValueError:
-        return {}, False
-    if not isinstance(parsed, dict):
-        return {}, False
-    items = cast(dict[object, object], parsed).items()
-    scripts = {k: v for k, v in items if isinstance(k, str) and isinstance(v, str)}
-    return scripts, len(scripts) == len(items)

@@ -32,6 +32,51 @@ MANAGED_CREDENTIAL_DESCRIPTION = "Managed by garm"
 SecretReader = Callable[[str], str | None]
 
 
+def pem_digest(pem: str) -> str:
+    """The SHA-256 of a GitHub App key's text: tells a changed key apart without keeping it.
+
+    An RSA private key is far too random for its digest to give anything away.
+    """
+    return hashlib.sha256(pem.encode("utf-8", "replace")).hexdigest()
+
+
+@dataclass(frozen=True)
+class AppKey:
+    """A GitHub App private key as a pass knows it: its digests always, its text on demand.
+
+    A key the charm has read before, at the secret revision it still tracks, is not read
+    again until GARM must be sent it (a credential to create, or a rotation to take):
+    ``pem()`` reads it then (``configurator_secrets``).
+
+    Attributes:
+        digest: :func:`pem_digest` of the key's text.
+        public_digest: the digest of its public key (``github_key.public_key_digest``).
+        checked: whether the key passed the PKCS#1 check when it was first read.
+        load: returns the key's text, None when it cannot be read (the reader logs why).
+    """
+
+    digest: str
+    public_digest: str
+    checked: bool = False
+    load: Callable[[], str | None] = field(default=lambda: None, repr=False, compare=False)
+
+    @classmethod
+    def of(cls, pem: str) -> AppKey:
+        """A key whose text is in hand (read this pass, not yet checked)."""
+        return cls(pem_digest(pem), public_key_digest(pem), load=lambda: pem)
+
+    def pem(self) -> str | None:
+        """The key's text; None when it cannot be read."""
+        return self.load()
+
+
+# What the status says of a GitHub App key whose secret cannot be read.
+KEY_UNREADABLE = "GitHub private key secret is unreadable"
+
+# Reads a configurator's GitHub App key by secret URI; None when it cannot be read.
+KeyReader = Callable[[str], AppKey | None]
+
+
 @dataclass(frozen=True)
 class ProviderConfig:
     """One OpenStack provider, named after the configurator unit that published it.
@@ -100,23 +145,20 @@ class CredentialSpec:
     endpoint: str
     app_id: int
     installation_id: int
-    private_key: str = field(repr=False)
+    key: AppKey
     description: str
     source: str = ""  # the configurator application that publishes it, for the status
 
     @property
     def fingerprint(self) -> str:
         """A digest of the App ids and key: tells a rotated key apart without keeping it."""
-        material = f"{self.app_id}\n{self.installation_id}\n{self.private_key}"
+        material = f"{self.app_id}\n{self.installation_id}\n{self.key.digest}"
         return hashlib.sha256(material.encode("utf-8", "replace")).hexdigest()
 
-    @functools.cached_property
+    @property
     def key_digest(self) -> str:
-        """A digest of the App's public key: tells whether two configurators hold one key.
-
-        Read once per spec: the merge and the chain ask for it several times in a pass.
-        """
-        return public_key_digest(self.private_key)
+        """A digest of the App's public key: tells whether two configurators hold one key."""
+        return self.key.public_digest
 
 
 class EntityKey(NamedTuple):

@@ -9,10 +9,12 @@ Pure: must not import ops, the GARM client or any other charm module.
 from __future__ import annotations
 
 import ipaddress
+import json
 import logging
 import re
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
+from typing import cast
 
 RUNNER_OPTION_DATABAG_KEYS = (
     "dockerhub_mirror",
@@ -153,3 +155,18 @@ def _exclusion(token: str) -> AproxyExclusion | None:
 
 def _strip_newlines(value: str) -> str:
     return value.replace("\r", "").replace("\n", "")
+
+
+def pre_install_scripts(raw: str) -> tuple[dict[str, str], bool]:
+    """Parse ``pre_install_scripts`` (a JSON object of strings); the flag: was it acceptable."""
+    if not raw.strip():
+        return {}, True
+    try:
+        parsed: object = json.loads(raw)
+    except ValueError:
+        return {}, False
+    if not isinstance(parsed, dict):
+        return {}, False
+    items = cast(dict[object, object], parsed).items()
+    scripts = {k: v for k, v in items if isinstance(k, str) and isinstance(v, str)}
+    return scripts, len(scripts) == len(items)

@@ -21,7 +21,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Collection, Mapping, Sequence
 
-from desired_state import MANAGED_CREDENTIAL_DESCRIPTION, CredentialSpec
+from desired_state import KEY_UNREADABLE, MANAGED_CREDENTIAL_DESCRIPTION, CredentialSpec
 from garm import (
     CreateCredentialParams,
     Credential,
@@ -75,11 +75,17 @@ def is_managed(credential: Credential | None) -> bool:
     return credential is not None and credential.description == MANAGED_CREDENTIAL_DESCRIPTION
 
 
+class KeyUnreadableError(Exception):
+    """The App key GARM must be sent could not be read this pass (its secret's reader says why)."""
+
+
 def _github_app(spec: CredentialSpec) -> GithubApp:
+    pem = spec.key.pem()
+    if pem is None:
+        raise KeyUnreadableError(spec.name)
     # The key passed the PKCS#1 check, so it is ASCII: encoding it cannot replace anything.
-    key = to_base64(spec.private_key)
     return GithubApp(
-        app_id=spec.app_id, installation_id=spec.installation_id, private_key_bytes=key
+        app_id=spec.app_id, installation_id=spec.installation_id, private_key_bytes=to_base64(pem)
     )
 
 
@@ -172,14 +178,20 @@ class CredentialReconciler:
         self, spec: CredentialSpec, observed: Mapping[str, Credential], notices: list[Notice]
     ) -> bool:
         current = observed.get(spec.name)
-        with contain() as refused:
+        try:
+            with contain() as refused:
+                if current is None:
+                    _create(self.client, spec)
+                    self._record(spec)
+                elif is_claimable(current) and _update_if_drifted(
+                    self.client, spec, current, rotated=self._rotated(spec)
+                ):
+                    self._record(spec)
+        except KeyUnreadableError:
             if current is None:
-                _create(self.client, spec)
-                self._record(spec)
-            elif is_claimable(current) and _update_if_drifted(
-                self.client, spec, current, rotated=self._rotated(spec)
-            ):
-                self._record(spec)
+                self.missing.add(spec.name)
+            notices.append(Notice(Severity.BLOCKED, spec.source or spec.name, KEY_UNREADABLE))
+            return True
         if refused.error is not None:
             self._refused(spec, refused.error, created=current is None, notices=notices)
         if current is not None and not is_claimable(current):

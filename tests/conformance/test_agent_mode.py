@@ -14,6 +14,7 @@ from desired_state import (
     AgentTool,
     AgentTools,
     AgentToolUnreadable,
+    AppKey,
     CredentialSpec,
     DesiredState,
     EntitySpec,
@@ -88,7 +89,7 @@ def desired(tools: AgentTools, *scalesets: ScalesetSpec) -> DesiredState:
         endpoint="github.com",
         app_id=5,
         installation_id=6,
-        private_key=pkcs1_pem(),
+        key=AppKey.of(pkcs1_pem()),
         description=MARKER,
     )
     orgs = ("acme", "beta", "idle")

@@ -14,7 +14,7 @@ from typing import Any
 
 import pytest
 
-from desired_state import CredentialSpec, EntitySpec, ScalesetSpec, entity_key
+from desired_state import AppKey, CredentialSpec, EntitySpec, ScalesetSpec, entity_key
 from garm import (
     CreateCredentialParams,
     CreateScaleSetParams,
@@ -51,7 +51,7 @@ def credential_spec(app_id: int, installation_id: int, key: int = 0) -> Credenti
         endpoint="github.com",
         app_id=app_id,
         installation_id=installation_id,
-        private_key=pkcs1_pem(key),
+        key=AppKey.of(pkcs1_pem(key)),
         description=MARKER,
     )
 
@@ -112,7 +112,7 @@ def test_credential_reconciler_story(client: GarmClient, ready_garm: Garm):
     first, second = credential_spec(1, 2, key=0), credential_spec(3, 4, key=1)
     # Someone else's credential under a name a configurator asks for.
     foreign_id = create_credential(client, "app-5-6", "created by hand")
-    taken = replace(credential_spec(5, 6), private_key=pkcs1_pem(0))
+    taken = replace(credential_spec(5, 6), key=AppKey.of(pkcs1_pem(0)))
     ready_garm.clear_requests()
 
     CredentialReconciler(client).ensure([first, second, taken])

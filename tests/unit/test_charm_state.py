@@ -99,7 +99,7 @@ def test_from_charm_reads_relations_and_secrets(caplog: pytest.LogCaptureFixture
     assert provider.unit_name == "garm-configurator-0"
     assert provider.password == PASSWORD
     (credential,) = state.credentials
-    assert credential.private_key == PRIVATE_KEY
+    assert credential.key.pem() == PRIVATE_KEY
     assert [e.entity_name for e in state.entities] == ["canonical"]
     (spec,) = state.scalesets
     assert spec.image == "img-123"

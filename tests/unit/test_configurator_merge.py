@@ -121,7 +121,7 @@ def test_an_app_with_another_key_is_refused_and_the_holder_s_credential_kept() -
         ),
     )
     (credential,) = parsed.credentials
-    assert (credential.name, credential.source, credential.private_key) == (
+    assert (credential.name, credential.source, credential.key.pem()) == (
         "app-101-202",
         "cfg-a",
         KEY_A,
@@ -139,7 +139,7 @@ def test_the_holder_keeps_its_app_against_a_lower_relation_id() -> None:
     assert [p.source for p in parsed.problems] == ["cfg-a"]
     assert "GitHub App 102 belongs to cfg-b" in parsed.problems[0].reason
     (credential,) = parsed.credentials
-    assert (credential.source, credential.private_key) == ("cfg-b", KEY_B)
+    assert (credential.source, credential.key.pem()) == ("cfg-b", KEY_B)
 
 
 def test_the_same_key_shares_the_app_and_only_the_holder_s_data_is_written() -> None:
@@ -153,7 +153,7 @@ def test_the_same_key_shares_the_app_and_only_the_holder_s_data_is_written() -> 
     )
     assert parsed.problems == ()
     (credential,) = parsed.credentials
-    assert (credential.source, credential.private_key) == ("cfg-b", KEY_A)
+    assert (credential.source, credential.key.pem()) == ("cfg-b", KEY_A)
     assert sorted(e.entity_name for e in parsed.entities) == ["org-cfg-a", "org-cfg-b"]
     assert {e.credentials_name for e in parsed.entities} == {"app-101-202"}
 
@@ -181,7 +181,7 @@ def test_the_holder_rotates_and_a_sharer_follows_only_once_it_rotates_too() -> N
         incumbents=held,
     )
     (credential,) = rotated.credentials
-    assert (credential.source, credential.private_key) == ("cfg-a", KEY_B)
+    assert (credential.source, credential.key.pem()) == ("cfg-a", KEY_B)
     assert [(p.source, p.blocked) for p in rotated.problems] == [("cfg-b", True)]
     assert "GitHub App 101 belongs to cfg-a" in rotated.problems[0].reason
 

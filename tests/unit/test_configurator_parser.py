@@ -53,7 +53,7 @@ def test_full_unit_yields_provider_credential_entity_and_scaleset() -> None:
     assert credential.name == "app-11-22"
     assert credential.endpoint == DEFAULT_GITHUB_ENDPOINT == "github.com"
     assert (credential.app_id, credential.installation_id) == (11, 22)
-    assert credential.private_key == PRIVATE_KEY
+    assert credential.key.pem() == PRIVATE_KEY
     assert credential.description == MANAGED_CREDENTIAL_DESCRIPTION == "Managed by garm"
     (entity,) = parsed.entities
     assert (entity.entity_type, entity.entity_name, entity.credentials_name) == (
@@ -227,7 +227,7 @@ def test_credentials_dedupe_first_wins() -> None:
     second = {**FULL, "github_private_key_secret_uri": "secret:other", "name": "large"}
     parsed = parse(unit(FULL, name="cfg-a/0", rid=1), unit(second, name="cfg-b/0", rid=2))
     (credential,) = parsed.credentials
-    assert credential.private_key == PRIVATE_KEY
+    assert credential.key.pem() == PRIVATE_KEY
 
 
 def test_distinct_installations_give_distinct_credentials() -> None:

@@ -7,7 +7,7 @@ import logging
 
 import pytest
 
-from desired_state import CredentialSpec
+from desired_state import AppKey, CredentialSpec
 from garm import GarmApiError, GarmClient, GarmConnectionError
 from reconcile.credentials import CredentialReconciler
 from tests.garm_emulator import GarmEmulator
@@ -23,7 +23,7 @@ def _spec(app_id: int = 1, installation_id: int = 2, description: str = MARKER) 
         endpoint="github.com",
         app_id=app_id,
         installation_id=installation_id,
-        private_key=PRIVATE_KEY,
+        key=AppKey.of(PRIVATE_KEY),
         description=description,
     )
 

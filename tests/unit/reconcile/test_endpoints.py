@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from desired_state import CredentialSpec, EndpointSpec
+from desired_state import AppKey, CredentialSpec, EndpointSpec
 from garm import CreateEndpointParams, GarmClient
 from github_endpoint import ca_certificates
 from notices import Notice, Severity
@@ -40,7 +40,7 @@ def credential() -> CredentialSpec:
         endpoint=NAME,
         app_id=1,
         installation_id=2,
-        private_key=pkcs1_pem(),
+        key=AppKey.of(pkcs1_pem()),
         description="Managed by garm",
         source="cfg-ghes",
     )
