@@ -37,6 +37,7 @@ import secrets_store
 import workload
 from charm_state import CharmState, describe_problems
 from configurator_contract import CONFIGURATOR_RELATION_NAME
+from configurator_secrets import ConfiguratorSecrets
 from debug_ssh import DEBUG_SSH_RELATION_NAME
 from garm import GARM_API_URL, READY_TIMEOUT
 from outcome import Outcome
@@ -84,6 +85,8 @@ class GarmCharm(ops.CharmBase):
         # None until a reconcile decides: hooks that do not reconcile (actions, secret
         # housekeeping) then add no status, and Juju keeps the last one shown.
         self._outcome: Outcome | None = None
+        # A configurator secret's content this hook refreshed to (secret-changed), by id.
+        self._refreshed: dict[str, str] = {}
         on = self.on
         for event in _reconcile_events(on):
             framework.observe(event, self._on_reconcile_event)
@@ -110,9 +113,11 @@ class GarmCharm(ops.CharmBase):
         self._outcome = self._reconcile()
 
     def _on_secret_changed(self, event: ops.SecretChangedEvent) -> None:
-        # The charm moves to a configurator secret's new revision here, once; every other hook
-        # reads the revision it tracks, with one secret-get per secret.
-        event.secret.get_content(refresh=True)
+        # The charm moves to a configurator secret's new revision here, once, and hands its
+        # content to the pass; other hooks read a secret only for content GARM lacks.
+        content = event.secret.get_content(refresh=True)
+        if event.secret.id and "value" in content:
+            self._refreshed[event.secret.id] = content["value"]
         self._on_reconcile_event(event)
 
     def _on_secret_revision_obsolete(self, event: ops.SecretRemoveEvent) -> None:
@@ -199,10 +204,18 @@ class GarmCharm(ops.CharmBase):
             return Outcome(ops.WaitingStatus(WAITING_DATABASE))
         memory = peer_record.load(self.model)
         tools = agent_image.read_manifest(container)
-        state = CharmState.from_charm(self, memory.incumbents, tools)
         stored, record = provider_record.load_record(self.model)
         if stored is None:
             record = provider_record.rebuild_missing(workload.planned_providers_json(plan))
+        # A configurator secret is read again only for content GARM has not been given.
+        secrets = ConfiguratorSecrets(
+            self.model,
+            digest_key=owned.jwt_secret,
+            known_passwords=[p.password for p in record],
+            refreshed=self._refreshed,
+        )
+        state = CharmState.from_charm(self, memory.incumbents, tools, secrets=secrets)
+        secrets.save()
         admitted = provider_record.admit(record, provider_record.merge(record, state.providers))
         providers = admitted.providers
         # Stored before it is published: whatever this hook does next, GARM never runs with a

@@ -1,7 +1,8 @@
 """The Juju adapter of the desired state: relation data and secrets read once per pass.
 
 Owns ``CharmState.from_charm``, which builds what one pass wants (a ``DesiredState``) from the
-garm-configurator and debug-ssh relations and the configurator secrets (with the garm-agent
+garm-configurator and debug-ssh relations and the configurator secrets (through
+``configurator_secrets``, which reads each only when its content is needed; with the garm-agent
 binaries the caller read from the image, and the shell kept off without a TLS ingress), and
 the short status text of its input problems. The parsing itself lives in
 ``configurator_parser`` and ``debug_ssh``, the objects in ``desired_state``. Knows Juju; must
@@ -20,6 +21,7 @@ import ops
 import ingress
 from configurator_contract import CONFIGURATOR_RELATION_NAME, unpublished_relation_ids
 from configurator_parser import parse_configurator_units
+from configurator_secrets import ConfiguratorSecrets
 from debug_ssh import DEBUG_SSH_RELATION_NAME, parse_debug_ssh
 from desired_state import (
     AgentTools,
@@ -27,7 +29,6 @@ from desired_state import (
     Incumbents,
     InputProblem,
     ScalesetSpec,
-    SecretReader,
     UnitData,
 )
 from notices import Notice, Severity
@@ -58,6 +59,7 @@ class CharmState(DesiredState):
         tools: AgentTools | None = None,
         *,
         read_secrets: bool = True,
+        secrets: ConfiguratorSecrets | None = None,
     ) -> CharmState:
         """Read the configurator, debug-ssh and ingress relations and the secrets, once a pass.
 
@@ -67,14 +69,17 @@ class CharmState(DesiredState):
             tools: the garm-agent binaries the image ships, as read from its manifest.
             read_secrets: False reads no configurator secret, for a reader of names and scale
                 sets only (``configurator_parser.parse_configurator_units``).
+            secrets: the pass's reader of configurator secrets, with its ledger; by default
+                every secret named is read.
 
         Returns:
             The parsed state (a ``DesiredState``).
         """
         relations = sorted(charm.model.relations[CONFIGURATOR_RELATION_NAME], key=lambda r: r.id)
         units = _relation_units(relations)
-        reader = _juju_secret_reader(charm.model) if read_secrets else None
-        parsed = parse_configurator_units(units, reader, incumbents)
+        secrets = secrets or ConfiguratorSecrets(charm.model, digest_key="")
+        reader, read_key = (secrets.password, secrets.app_key) if read_secrets else (None, None)
+        parsed = parse_configurator_units(units, reader, incumbents, read_key)
         debug_relations = sorted(
             charm.model.relations[DEBUG_SSH_RELATION_NAME], key=lambda r: r.id
         )
@@ -164,23 +169,3 @@ def _relation_units(relations: Sequence[ops.Relation]) -> list[UnitData]:
         for unit in sorted(relation.units, key=lambda u: u.name):
             units.append(UnitData(relation.id, unit.name, dict(relation.data[unit])))
     return units
-
-
-def _juju_secret_reader(model: ops.Model) -> SecretReader:
-    def read(uri: str) -> str | None:
-        try:
-            # The revision Juju tracks for the charm, in one secret-get: the charm moves to a new
-            # revision in the secret-changed hook Juju sends for it, not in every hook.
-            content = model.get_secret(id=uri).get_content()
-        except ops.SecretNotFoundError:
-            logger.warning("configurator secret %s not found or not granted to garm", uri)
-            return None
-        except ops.ModelError as exc:
-            logger.warning("cannot read configurator secret %s (%s)", uri, type(exc).__name__)
-            return None
-        value = content.get("value")
-        if value is None:
-            logger.warning("configurator secret %s has no 'value' key", uri)
-        return value
-
-    return read

@@ -41,7 +41,7 @@ from desired_state import (
     entity_key,
 )
 from github_endpoint import BASE_URL_FIELD, CA_BUNDLE_FIELD, read_endpoint
-from github_key import pkcs1_key_problem
+from github_key import app_key_problem
 from runner_options import RunnerConfig, pre_install_scripts
 
 logger = logging.getLogger(__name__)
@@ -237,12 +237,7 @@ class _ConfiguratorParser:
             c.credentials[ids] = _credential(c, ids, key, endpoint)
             return
         pem = key.pem() if key is not None else None
-        if pem is None:
-            problem = KEY_UNREADABLE
-        elif not pem.strip():
-            problem = "GitHub private key is empty"
-        else:
-            problem = pkcs1_key_problem(pem)
+        problem = KEY_UNREADABLE if pem is None else app_key_problem(pem)
         if key is None or problem:
             # Never the key itself: its URI and what is wrong with it.
             logger.warning(

@@ -45,6 +45,13 @@ def pkcs1_key_problem(key: str) -> str:
     return ""
 
 
+def app_key_problem(key: str) -> str:
+    """What is wrong with a GitHub App key as published (empty, not PKCS#1); "" when nothing."""
+    if not key.strip():
+        return "GitHub private key is empty"
+    return pkcs1_key_problem(key)
+
+
 def public_key_digest(key: str) -> str:
     """Return a digest of the RSA public key (modulus and exponent) a PKCS#1 private key holds.
 
