@@ -643,7 +643,7 @@ def test_scaleset_status_reads_no_configurator_secret(driver: CharmDriver):
     driver.add_configurator(configurator("cfg-a", relation_id=1))
     driver.add_configurator(configurator("cfg-b", relation_id=2, org="org-b"))
     driver.run(driver.ctx.on.update_status())
-    assert driver.tool_calls["secret_get"] > 1  # a pass reads the configurators' App keys
+    assert driver.tool_calls["secret_get"] > 1  # a pass reads the charm's own secrets
     results = driver.run_action("scaleset-status")
     assert results["count"] == 2
     # The admin credentials, to log in; none of the configurators' secrets.
