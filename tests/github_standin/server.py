@@ -167,6 +167,8 @@ class GitHubStandin:
             that expire within minutes, so a short lifetime exercises its refresh paths.
         session_idle_timeout: a message session not polled for this long counts as abandoned,
             so a new session for its scale set is no longer refused.
+        latency: every answer waits this long first (seconds), as GitHub's own answers take
+            100-300 ms; 0 answers at once. :attr:`latency` may be changed while serving.
     """
 
     def __init__(
@@ -175,6 +177,7 @@ class GitHubStandin:
         poll_timeout: float = 1.5,
         token_lifetime: float = 3600.0,
         session_idle_timeout: float = 30.0,
+        latency: float = 0.0,
     ) -> None:
         self.urls = Urls("http://127.0.0.1:0")
         self.state = StandinState(
@@ -189,6 +192,7 @@ class GitHubStandin:
         self._errors: list[str] = []
         self._holds: dict[str, Hold] = {}
         self._lock = threading.Lock()
+        self.latency = latency
 
     # ----- life cycle
 
@@ -271,6 +275,9 @@ class GitHubStandin:
 
     def dispatch(self, route: Route | None, call: Call) -> Reply:
         """Run a route's handler and turn refusals and crashes into JSON answers."""
+        if self.latency > 0:
+            # Each request waits in its own handler thread, so concurrent callers overlap.
+            time.sleep(self.latency)
         if route is None:
             return Reply(404, wire.rest_error(f"Not Found: {call.method} {call.path}"))
         with self._lock:

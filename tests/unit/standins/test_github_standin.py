@@ -144,6 +144,19 @@ def test_stop_releases_the_port():
         httpx.get(url, timeout=2)
 
 
+def test_latency_makes_every_answer_wait_and_can_be_changed_while_serving():
+    with GitHubStandin(latency=0.25) as github:
+        url = github.api_url + "rate_limit"
+        started = time.monotonic()
+        first = httpx.get(url, headers={"Authorization": "token pat"}, timeout=5)
+        waited = time.monotonic() - started
+        github.latency = 0.0
+        second = httpx.get(url, headers={"Authorization": "token pat"}, timeout=5)
+    assert (first.status_code, second.status_code) == (200, 200)
+    # A lower bound only: the answer cannot come before the latency has passed.
+    assert waited >= 0.25
+
+
 # ----- REST API
 
 
