@@ -87,6 +87,7 @@ class GarmCharm(ops.CharmBase):
         self._outcome: Outcome | None = None
         # A configurator secret's content this hook refreshed to (secret-changed), by id.
         self._refreshed: dict[str, str] = {}
+        self._planned_units = 1
         on = self.on
         for event in _reconcile_events(on):
             framework.observe(event, self._on_reconcile_event)
@@ -106,7 +107,9 @@ class GarmCharm(ops.CharmBase):
     # --- events ------------------------------------------------------------------------------
 
     def _on_reconcile_event(self, _: ops.EventBase) -> None:
-        if removal.application_removed(self.app):
+        # Asked once a hook: the removal check and the unit-count status both need it.
+        self._planned_units = self.app.planned_units()
+        if removal.application_removed(self._planned_units):
             # GARM keeps its plan and providers until the stop hook has cleaned up (ADR 0006).
             logger.info("The application is being removed: not reconciling")
             return
@@ -162,8 +165,13 @@ class GarmCharm(ops.CharmBase):
     @traced("reconcile")
     def _reconcile(self) -> Outcome:
         """Bring the workload and GARM to the desired state, in the spec's order."""
-        if self.unit.is_leader():
-            secrets_store.ensure_owned_secrets(self.app, self.model)
+        leader = self.unit.is_leader()
+        try:
+            # The leader creates a missing one: a new deployment has them before GARM runs.
+            owned = secrets_store.owned_secrets(self.app, self.model, create=leader)
+        except secrets_store.SecretsUnavailableError:
+            owned = None
+        if leader:
             leadership.announce(self.model)
         # Relation data only: every unit publishes its ingress address, leader or not.
         ingress.publish_ingress_request(self)
@@ -175,15 +183,18 @@ class GarmCharm(ops.CharmBase):
         # providers, the layer) comes from here.
         plan = container.get_plan()
         cos.forward_logs(self, container, plan)
-        try:
-            owned = secrets_store.read_owned_secrets(self.model)
-        except secrets_store.SecretsUnavailableError:
+        if owned is None:
             return Outcome(ops.WaitingStatus(WAITING_SECRETS))
-        if not self.unit.is_leader():
+        if not leader:
             leadership.stand_by(self.unit, container, "this unit is no longer the leader")
-            return Outcome(leadership.units_blocked(self.model) or ops.ActiveStatus(STANDBY))
+            return Outcome(
+                leadership.units_blocked(self.model, self._planned_units)
+                or ops.ActiveStatus(STANDBY)
+            )
         outcome = self._serve(container, plan, owned)
-        return dataclasses.replace(outcome, units_blocked=leadership.units_blocked(self.model))
+        return dataclasses.replace(
+            outcome, units_blocked=leadership.units_blocked(self.model, self._planned_units)
+        )
 
     def _serve(
         self, container: ops.Container, plan: ops.pebble.Plan, owned: secrets_store.OwnedSecrets

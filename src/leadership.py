@@ -64,14 +64,13 @@ def announce(model: ops.Model) -> None:
         data[LEADER_KEY] = model.unit.name
 
 
-def units_blocked(model: ops.Model) -> ops.BlockedStatus | None:
+def units_blocked(model: ops.Model, units: int) -> ops.BlockedStatus | None:
     """Return the Blocked status for more than one planned unit on SQLite, else None.
 
-    ``planned_units()`` is the count the operator asked for: it includes units not yet joined
-    to the peer relation and leaves out units on their way out, so the status clears as soon
-    as the operator scales to one.
+    ``units`` is ``planned_units()``, the count the operator asked for: it includes units not
+    yet joined to the peer relation and leaves out units on their way out, so the status clears
+    as soon as the operator scales to one.
     """
-    units = model.app.planned_units()
     if units <= 1 or not _on_sqlite(model):
         return None
     return ops.BlockedStatus(UNITS_ON_SQLITE.format(units=units, app=model.app.name))

@@ -32,9 +32,9 @@ REMOVAL_UNREACHABLE = (
 )
 
 
-def application_removed(app: ops.Application) -> bool:
+def application_removed(planned_units: int) -> bool:
     """Tell whether every unit is going away: removal, not a pod restart or scale-down."""
-    return app.planned_units() == 0
+    return planned_units == 0
 
 
 def clean_up(
@@ -53,7 +53,7 @@ def clean_up(
         TeardownError: GARM cannot be reached, or busy runners still hold scale sets
             when ``timeout`` runs out (the message names them and the commands that finish).
     """
-    if not charm.unit.is_leader() or not application_removed(charm.app):
+    if not charm.unit.is_leader() or not application_removed(charm.app.planned_units()):
         return
     if not charm.config.get(CLEANUP_ON_REMOVE, True):
         logger.warning(

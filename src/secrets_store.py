@@ -75,27 +75,32 @@ def generate_passphrase() -> str:
     return "".join(secrets.choice(alphabet) for _ in range(PASSPHRASE_LENGTH))
 
 
-def ensure_owned_secrets(app: ops.Application, model: ops.Model) -> None:
-    """Create the owned secrets that do not exist yet (leader only); keep existing ones."""
-    if not _secret_exists(model, GARM_SECRETS_LABEL):
-        app.add_secret(
-            {"jwt-secret": secrets.token_hex(32), "db-passphrase": generate_passphrase()},
-            label=GARM_SECRETS_LABEL,
-            description="GARM JWT secret and database passphrase",
-        )
-        logger.info("Created secret %s", GARM_SECRETS_LABEL)
-    if not _secret_exists(model, ADMIN_CREDENTIALS_LABEL):
-        app.add_secret(
-            {
-                "username": ADMIN_USERNAME,
-                "password": generate_admin_password(),
-                "email": ADMIN_EMAIL,
-                "full-name": ADMIN_FULL_NAME,
-            },
-            label=ADMIN_CREDENTIALS_LABEL,
-            description="GARM admin user",
-        )
-        logger.info("Created secret %s", ADMIN_CREDENTIALS_LABEL)
+def owned_secrets(app: ops.Application, model: ops.Model, *, create: bool) -> OwnedSecrets:
+    """Read both owned secrets, one secret-get each; the leader (``create``) makes a missing one.
+
+    Raises:
+        SecretsUnavailableError: a secret is missing (not the leader), unreadable or lacks a
+            key.
+    """
+    creator = app if create else None
+    garm = _read(model, GARM_SECRETS_LABEL, _GARM_SECRET_KEYS, creator)
+    admin = _read(model, ADMIN_CREDENTIALS_LABEL, _ADMIN_KEYS, creator)
+    return OwnedSecrets(
+        jwt_secret=garm["jwt-secret"], db_passphrase=garm["db-passphrase"], admin=_admin(admin)
+    )
+
+
+def _new_content(label: str) -> tuple[dict[str, str], str]:
+    if label == GARM_SECRETS_LABEL:
+        content = {"jwt-secret": secrets.token_hex(32), "db-passphrase": generate_passphrase()}
+        return content, "GARM JWT secret and database passphrase"
+    admin = {
+        "username": ADMIN_USERNAME,
+        "password": generate_admin_password(),
+        "email": ADMIN_EMAIL,
+        "full-name": ADMIN_FULL_NAME,
+    }
+    return admin, "GARM admin user"
 
 
 def read_admin_credentials(model: ops.Model) -> AdminCredentials:
@@ -104,7 +109,10 @@ def read_admin_credentials(model: ops.Model) -> AdminCredentials:
     Raises:
         SecretsUnavailableError: the secret is missing, unreadable or lacks a key.
     """
-    content = _read(model, ADMIN_CREDENTIALS_LABEL, _ADMIN_KEYS)
+    return _admin(_read(model, ADMIN_CREDENTIALS_LABEL, _ADMIN_KEYS))
+
+
+def _admin(content: dict[str, str]) -> AdminCredentials:
     return AdminCredentials(
         username=content["username"],
         password=content["password"],
@@ -113,32 +121,19 @@ def read_admin_credentials(model: ops.Model) -> AdminCredentials:
     )
 
 
-def read_owned_secrets(model: ops.Model) -> OwnedSecrets:
-    """Read both owned secrets.
-
-    Raises:
-        SecretsUnavailableError: a secret is missing, unreadable or lacks a key.
-    """
-    content = _read(model, GARM_SECRETS_LABEL, _GARM_SECRET_KEYS)
-    return OwnedSecrets(
-        jwt_secret=content["jwt-secret"],
-        db_passphrase=content["db-passphrase"],
-        admin=read_admin_credentials(model),
-    )
-
-
-def _secret_exists(model: ops.Model, label: str) -> bool:
-    try:
-        model.get_secret(label=label)
-    except ops.SecretNotFoundError:
-        return False
-    return True
-
-
-def _read(model: ops.Model, label: str, keys: tuple[str, ...]) -> dict[str, str]:
+def _read(
+    model: ops.Model, label: str, keys: tuple[str, ...], creator: ops.Application | None = None
+) -> dict[str, str]:
+    """One secret-get (ops reads the content with the secret); ``creator`` makes a missing one."""
     try:
         content = model.get_secret(label=label).get_content()
-    except (ops.SecretNotFoundError, ops.ModelError) as exc:
+    except ops.SecretNotFoundError as exc:
+        if creator is None:
+            raise SecretsUnavailableError(f"secret {label} is not available") from exc
+        content, description = _new_content(label)
+        creator.add_secret(content, label=label, description=description)
+        logger.info("Created secret %s", label)
+    except ops.ModelError as exc:
         raise SecretsUnavailableError(f"secret {label} is not available") from exc
     missing = [key for key in keys if not content.get(key)]
     if missing:

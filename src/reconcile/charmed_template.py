@@ -139,7 +139,7 @@ def _current_body(client: GarmClient, template_id: int) -> bytes | None:
 
 def _update(client: GarmClient, template_id: int, body: bytes, count: int) -> int:
     if _current_body(client, template_id) == body:
-        logger.debug("Charmed template (id=%s) is up to date", template_id)
+        # No line when nothing changes: under Juju each log line is a juju-log process.
         return template_id
     logger.info(
         "Updating charmed template %s (id=%s) for %d debug-ssh connection(s)",

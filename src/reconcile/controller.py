@@ -59,9 +59,8 @@ def sync_controller(client: GarmClient, base_url: str) -> str:
     urls = controller_urls(base_url)
     current = client.get_controller()
     wanted = dataclasses.asdict(urls)
-    if all(getattr(current, key) == value for key, value in wanted.items()):
-        logger.debug("GARM controller URLs are up to date")
-    else:
+    # No line when nothing changes: under Juju each log line is a juju-log process.
+    if any(getattr(current, key) != value for key, value in wanted.items()):
         logger.info("Setting GARM controller URLs to base %s", urls.metadata_url)
         client.update_controller(**wanted)
     return current.version or ""
