@@ -65,6 +65,8 @@ CONTRACT_KEYS = (
 # The entrypoint is the source: it checks the same name again inside the container, where it
 # becomes a file path, and cannot import this module.
 PROVIDER_NAME_PATTERN = UNIT_NAME_PATTERN
+# Where the schema's own definitions live; its references are all local.
+REF_PREFIX = "#/$defs/"
 # Ids and counts must fit GARM's 64-bit integers; only ASCII digits (str.isdigit accepts more).
 DECIMAL = re.compile(r"[0-9]{1,18}")
 
@@ -177,4 +179,30 @@ class _SchemaValidator(Protocol):
 
 @cache
 def _validator() -> _SchemaValidator:
-    return cast(_SchemaValidator, jsonschema.Draft202012Validator(load_schema()))
+    # The schema's local references inlined: resolving a $ref per property and databag was
+    # most of a converged hook's CPU with hundreds of configurators.
+    schema = dict(load_schema())
+    defs = cast(Mapping[str, object], schema.pop("$defs", {}))
+    return cast(_SchemaValidator, jsonschema.Draft202012Validator(inline_refs(schema, defs)))
+
+
+def inline_refs(node: object, defs: Mapping[str, object]) -> object:
+    """``node`` with every ``{"$ref": "#/$defs/NAME", ...}`` replaced by what it refers to.
+
+    The referenced keywords are merged into the node where none collides with the node's own;
+    otherwise the reference becomes an ``allOf`` entry. Either way the node validates exactly
+    what it did with the reference.
+    """
+    if isinstance(node, list):
+        return [inline_refs(item, defs) for item in cast(list[object], node)]
+    if not isinstance(node, dict):
+        return node
+    own = {k: inline_refs(v, defs) for k, v in cast(dict[str, object], node).items()}
+    ref = own.pop("$ref", None)
+    if not isinstance(ref, str):
+        return own
+    target = cast(dict[str, object], inline_refs(defs[ref.removeprefix(REF_PREFIX)], defs))
+    referred = {k: v for k, v in target.items() if k != "description"}
+    if referred.keys() & own.keys():
+        return {**own, "allOf": [referred]}
+    return {**referred, **own}

@@ -11,6 +11,7 @@ from configurator_contract import (
     CONTRACT_KEYS,
     PROVIDER_NAME_PATTERN,
     has_contract_data,
+    inline_refs,
     load_schema,
     provider_name_for_unit,
     schema_failures,
@@ -150,3 +151,35 @@ def test_unpublished_relation_ids() -> None:
 def test_invalid_but_published_unit_still_counts_as_published() -> None:
     units = [unit({"name": "bad\nname"}, rid=4)]
     assert unpublished_relation_ids([4], units) == ()
+
+
+INLINE_CASES = [
+    {"name": "large", "github_app_id": "11", "github_private_key_secret_uri": "secret:k"},
+    {"name": "two\nlines", "github_app_id": "11\r"},
+    {"github_private_key_secret_uri": "not-a-secret", "provider_name": "Bad_Name"},
+    {"github_private_key_secret_uri": "secret:a\nb", "org": ""},
+    {"openstack_password_secret_uri": "secret:x y", "unknown-key": "v"},
+    {"max_runner": ["not", "a", "string"]},
+]
+
+
+@pytest.mark.parametrize("databag", INLINE_CASES)
+def test_the_inlined_schema_refuses_exactly_what_the_published_one_refuses(
+    databag: dict[str, object],
+) -> None:
+    published = jsonschema.Draft202012Validator(dict(load_schema()))
+    refused = {
+        str(e.absolute_path[0]) if e.absolute_path else "<databag>"
+        for e in published.iter_errors(databag)
+    }
+    assert schema_failures(databag) == tuple(sorted(refused))  # pyright: ignore[reportArgumentType]
+
+
+def test_inlining_keeps_a_reference_whose_keywords_collide_as_all_of() -> None:
+    defs = {"line": {"type": "string", "pattern": "^a", "description": "d"}}
+    node = {"$ref": "#/$defs/line", "pattern": "b$"}
+    assert inline_refs(node, defs) == {
+        "pattern": "b$",
+        "allOf": [{"type": "string", "pattern": "^a"}],
+    }
+    assert inline_refs({"$ref": "#/$defs/line"}, defs) == {"type": "string", "pattern": "^a"}
