@@ -183,7 +183,8 @@ def _validator() -> _SchemaValidator:
     # most of a converged hook's CPU with hundreds of configurators.
     schema = dict(load_schema())
     defs = cast(Mapping[str, object], schema.pop("$defs", {}))
-    return cast(_SchemaValidator, jsonschema.Draft202012Validator(inline_refs(schema, defs)))
+    inlined = cast(Mapping[str, object], inline_refs(schema, defs))
+    return cast(_SchemaValidator, jsonschema.Draft202012Validator(inlined))
 
 
 def inline_refs(node: object, defs: Mapping[str, object]) -> object:
