@@ -215,7 +215,7 @@ class GarmCharm(ops.CharmBase):
             return Outcome(ops.WaitingStatus(WAITING_DATABASE))
         memory = peer_record.load(self.model)
         tools = agent_image.read_manifest(container)
-        stored, record = provider_record.load_record(self.model)
+        stored, record = provider_record.load_record(self.model, owned.jwt_secret)
         if stored is None:
             record = provider_record.rebuild_missing(workload.planned_providers_json(plan))
         # A configurator secret is read again only for content GARM has not been given.
@@ -231,7 +231,9 @@ class GarmCharm(ops.CharmBase):
         providers = admitted.providers
         # Stored before it is published: whatever this hook does next, GARM never runs with a
         # provider the record could forget.
-        stored = provider_record.save_record(self.app, self.model, stored, providers)
+        stored = provider_record.save_record(
+            self.app, self.model, stored, providers, owned.jwt_secret
+        )
         planned = endpoint_trust.from_environment(workload.planned_environment(plan))
         trusted = endpoint_trust.before_pass(planned, state.endpoints)
         publish = functools.partial(
@@ -263,7 +265,7 @@ class GarmCharm(ops.CharmBase):
         if sync.unfinished:
             continuation.request(container, sync.unfinished)
         kept = provider_record.trim(providers, state.providers, sync.live)
-        provider_record.save_record(self.app, self.model, stored, kept)
+        provider_record.save_record(self.app, self.model, stored, kept, owned.jwt_secret)
         problems = "; ".join(
             p for p in (admitted.notice(), describe_problems(state.problems)) if p
         )

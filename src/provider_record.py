@@ -25,11 +25,14 @@ import ops
 
 import juju_limits
 from desired_state import ProviderConfig
+from secret_revisions import LatestRevisions
 
 logger = logging.getLogger(__name__)
 
 PROVIDER_RECORD_LABEL = "garm-providers"
 _RECORD_KEY = "providers"
+# In the garm-peers app databag: the keyed digest of each record secret the leader last wrote.
+DIGESTS_KEY = "provider-record-digests"
 # In the first secret of a record over several: how many secrets it has.
 _COUNT_KEY = "secrets"
 # What a stored entry must hold: every field of a provider.
@@ -276,15 +279,24 @@ def _env_size(providers: Sequence[ProviderConfig]) -> int:
 Stored = tuple[dict[str, str], ...]
 
 
-def load_record(model: ops.Model) -> tuple[Stored | None, tuple[ProviderConfig, ...]]:
+def load_record(
+    model: ops.Model, digest_key: str = ""
+) -> tuple[Stored | None, tuple[ProviderConfig, ...]]:
     """Read the record; return each secret's content (None when absent) and the providers.
 
     The first secret says how many there are (none said: one, as earlier charms wrote it).
+    Each secret is read with one secret-get when the revision this unit tracks is the latest
+    the leader wrote (its keyed digest in ``garm-peers`` says so), else moved to the latest.
+
+    Args:
+        model: the charm's model.
+        digest_key: keys the digests kept in ``garm-peers`` (the charm's own secret value).
 
     Raises:
         ProviderRecordError: the record exists but is unreadable or malformed.
     """
-    first = _read_secret(model, 0)
+    latest = LatestRevisions(model, digest_key, DIGESTS_KEY)
+    first = _read_secret(model, 0, latest)
     if first is None:
         return None, ()
     if _RECORD_KEY not in first:
@@ -295,7 +307,7 @@ def load_record(model: ops.Model) -> tuple[Stored | None, tuple[ProviderConfig, 
         raise ProviderRecordError("provider record has an unreadable secret count") from exc
     contents = [first]
     for index in range(1, count):
-        content = _read_secret(model, index)
+        content = _read_secret(model, index, latest)
         if content is None:
             raise ProviderRecordError(f"provider record misses its secret {index + 1}")
         contents.append(content)
@@ -303,9 +315,14 @@ def load_record(model: ops.Model) -> tuple[Stored | None, tuple[ProviderConfig, 
     return tuple(contents), tuple(providers)
 
 
-def _read_secret(model: ops.Model, index: int) -> dict[str, str] | None:
+def _read_secret(model: ops.Model, index: int, latest: LatestRevisions) -> dict[str, str] | None:
     try:
-        return model.get_secret(label=record_label(index)).peek_content()
+        # ops reads the revision this unit tracks with the secret: an owner tracks one too.
+        secret = model.get_secret(label=record_label(index))
+        content = secret.get_content()
+        if not latest.holds(index, content):
+            content = secret.get_content(refresh=True)
+        return content
     except ops.SecretNotFoundError:
         return None
     except ops.ModelError as exc:
@@ -327,13 +344,18 @@ def save_record(
     model: ops.Model,
     stored: Stored | None,
     providers: Sequence[ProviderConfig],
+    digest_key: str = "",
 ) -> Stored:
     """Write the record's secrets whose content changed; remove those no longer needed.
+
+    The digests of what is stored go to ``garm-peers`` (written only when they change), so the
+    next hook reads each secret once (:func:`load_record`).
 
     Returns:
         The content of each record secret now stored.
     """
     wanted = record_layout(providers)
+    LatestRevisions(model, digest_key, DIGESTS_KEY).record(wanted)
     before = stored or ()
     if wanted == before:
         return wanted

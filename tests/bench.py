@@ -34,14 +34,18 @@ import re
 import statistics
 import sys
 import tempfile
+import threading
 import time
 from collections.abc import Iterator, Sequence
 from contextlib import ExitStack, contextmanager
 from pathlib import Path
 from typing import Any
 
+import ops
 from ops import testing
 
+from continuation import CONTINUE_KEY
+from reconcile import Writes
 from tests.charm_driver import CONFIGURATOR, CharmDriver, Configurator, base_state, configurator
 from tests.conformance.backends import proxied_emulator
 from tests.github_standin import GitHubStandin
@@ -73,6 +77,9 @@ class Row:
     garm_calls: collections.Counter[str]
     tool_calls: collections.Counter[str]
     faults: tuple[str, ...] = ()
+    hooks: int = 1
+    longest: float = 0.0
+    juju_tools: int = 0
 
 
 # The deployment sits behind an ingress, so a rewritten ingress request would show. Its id
@@ -80,7 +87,10 @@ class Row:
 INGRESS = testing.Relation(
     "ingress",
     id=100_000,
+    remote_app_name="traefik",
     remote_app_data={"ingress": json.dumps({"url": "http://garm.bench.test/"})},
+    # An ingress provider runs units, as Traefik does; the charm reads none of their databags.
+    remote_units_data={0: {}},
 )
 
 
@@ -125,12 +135,76 @@ def call_key(call: RecordedCall) -> str:
     return f"{call.method} {path}{query}"
 
 
+def as_juju(tools: collections.Counter[str], state: testing.State) -> int:
+    """The hook tools Juju itself would run for what ``ops.testing`` counted.
+
+    Real ops keeps ``is-leader`` for 30 seconds (``_ModelBackend.is_leader``), so a hook asks it
+    once; and it asks ``relation-list --app`` (``relation_remote_app_name``) only for a
+    relation whose remote units it cannot name the application from: one without units.
+    ``ops.testing``'s backend answers and counts each call afresh.
+    """
+    unitless = sum(
+        1 for r in state.relations if isinstance(r, testing.Relation) and not r.remote_units_data
+    )
+    adjusted = dict(tools)
+    adjusted["is_leader"] = min(1, tools["is_leader"])
+    adjusted["relation_remote_app_name"] = min(unitless, tools["relation_remote_app_name"])
+    return sum(adjusted.values())
+
+
+class PoolCpu:
+    """The CPU time the pass's write pool spends in its own threads (``reconcile.writes``).
+
+    ``time.thread_time()`` of the hook's thread misses the objects the pool runs elsewhere;
+    each of those is timed in the thread that runs it. Objects run in the hook's thread (a
+    step of one object) are already in its time and not counted twice.
+    """
+
+    def __init__(self) -> None:
+        self.seconds = 0.0
+        self._lock = threading.Lock()
+
+    @contextmanager
+    def counting(self) -> Iterator[None]:
+        original = Writes.each
+        pool = self
+
+        def each(writes: Writes, step: str, items: Any, task: Any, notices: Any = None) -> Any:
+            hook_thread = threading.current_thread()
+
+            def timed(item: Any, found: Any) -> Any:
+                if threading.current_thread() is hook_thread:
+                    return task(item, found)
+                started = time.thread_time()
+                try:
+                    return task(item, found)
+                finally:
+                    with pool._lock:
+                        pool.seconds += time.thread_time() - started
+
+            return original(writes, step, items, timed, notices)
+
+        Writes.each = each  # type: ignore[method-assign]
+        try:
+            yield
+        finally:
+            Writes.each = original  # type: ignore[method-assign]
+
+
+def timed_hook(driver: CharmDriver, event: Any) -> tuple[float, float]:
+    """Run one hook; its wall time and the charm's CPU time (hook thread and write pool)."""
+    pool = PoolCpu()
+    with pool.counting():
+        wall, cpu = time.perf_counter(), time.thread_time()
+        driver.run(event)
+        cpu, wall = time.thread_time() - cpu, time.perf_counter() - wall
+    return wall, cpu + pool.seconds
+
+
 def measure(backend: str, garm: Any, driver: CharmDriver, scenario: str) -> Row:
     """Run one update-status hook and count what it cost; name what a converged one wrote."""
     garm.clear_requests()
-    wall, cpu = time.perf_counter(), time.thread_time()
-    driver.run(driver.ctx.on.update_status())
-    cpu, wall = time.thread_time() - cpu, time.perf_counter() - wall
+    wall, cpu = timed_hook(driver, driver.ctx.on.update_status())
     calls = garm.requests
     writes = [c for c in calls if c.method != "GET" and c.path != LOGIN_PATH]
     tools = driver.tool_calls
@@ -150,12 +224,54 @@ def measure(backend: str, garm: Any, driver: CharmDriver, scenario: str) -> Row:
         collections.Counter(call_key(c) for c in calls),
         tools,
         tuple(faults),
+        juju_tools=as_juju(tools, driver.state),
+    )
+
+
+def until_active(backend: str, garm: Any, driver: CharmDriver, scenario: str, first: Any) -> Row:
+    """Run ``first`` and the continuations it asks for; the hooks' total, longest and count."""
+    garm.clear_requests()
+    walls: list[float] = []
+    cpus: list[float] = []
+    event = first
+    while True:
+        wall, cpu = timed_hook(driver, event)
+        walls.append(wall)
+        cpus.append(cpu)
+        if not driver.continuation_asked:
+            break
+        container = driver.state.get_container("garm")
+        notice = testing.Notice(CONTINUE_KEY)
+        container = dataclasses.replace(container, notices=[notice])
+        others = {c for c in driver.state.containers if c.name != container.name}
+        driver.state = dataclasses.replace(driver.state, containers={*others, container})
+        event = driver.ctx.on.pebble_custom_notice(container, notice)
+    calls = garm.requests
+    status = driver.state.unit_status
+    faults = () if isinstance(status, ops.ActiveStatus | ops.WaitingStatus) else (str(status),)
+    return Row(
+        backend,
+        0,
+        scenario,
+        sum(walls),
+        sum(cpus),
+        sum(1 for c in calls if c.method == "GET"),
+        sum(1 for c in calls if c.method != "GET" and c.path != LOGIN_PATH),
+        0,
+        collections.Counter(call_key(c) for c in calls),
+        collections.Counter[str](),
+        faults,
+        hooks=len(walls),
+        longest=max(walls),
     )
 
 
 @contextmanager
-def started(backend: str, workdir: Path) -> Iterator[Any]:
-    """A GARM of ``backend`` behind a recording proxy, with nothing in it."""
+def started(backend: str, workdir: Path, latency: float = 0.0) -> Iterator[Any]:
+    """A GARM of ``backend`` behind a recording proxy, with nothing in it.
+
+    ``latency``: each answer of the GitHub stand-in real GARM asks waits this long (seconds).
+    """
     if backend == EMULATOR:
         with proxied_emulator() as proxied:
             yield proxied
@@ -164,16 +280,19 @@ def started(backend: str, workdir: Path) -> Iterator[Any]:
     if binary is None:
         raise SystemExit(SKIP_REASON)
     with ExitStack() as stack:
-        github = stack.enter_context(GitHubStandin())
+        github = stack.enter_context(GitHubStandin(latency=latency))
         real = RealGarm.prepare(workdir, binary=binary, github_endpoint=github.endpoint_params())
         register_configured_apps(real.proxy, github)
         stack.callback(real.stop)
         yield real
 
 
-def bench(backend: str, count: int, repeats: int) -> list[Row]:
-    """Deploy with ``count`` configurators, converge, then measure the hooks."""
-    with tempfile.TemporaryDirectory() as scratch, started(backend, Path(scratch)) as garm:
+def bench(backend: str, count: int, repeats: int, latency: float = 0.0) -> list[Row]:
+    """Deploy with ``count`` configurators, converge, measure the hooks, then remove them all."""
+    with (
+        tempfile.TemporaryDirectory() as scratch,
+        started(backend, Path(scratch), latency) as garm,
+    ):
         data = Path(scratch) / "data"
         data.mkdir()
         cfgs = relations(count)
@@ -184,7 +303,9 @@ def bench(backend: str, count: int, repeats: int) -> list[Row]:
         )
         driver = CharmDriver(garm, state, ready_timeout=30.0)
         setup = time.perf_counter()
-        driver.run(driver.ctx.on.install())
+        # The deployment's first hooks: GARM is started and bootstrapped; every configurator
+        # is already related, so install's pass creates the fleet (and continues while asked).
+        deploy = until_active(backend, garm, driver, "deploy", driver.ctx.on.install())
         driver.run(driver.ctx.on.leader_elected())
         driver.run(driver.ctx.on.pebble_ready(driver.state.get_container("garm")))
         driver.run(driver.ctx.on.update_status())
@@ -196,6 +317,12 @@ def bench(backend: str, count: int, repeats: int) -> list[Row]:
         converged = [measure(backend, garm, driver, "converged") for _ in range(repeats)]
         driver.state = with_extra_label(driver.state, max(1, count // 10))
         labels = measure(backend, garm, driver, "10% labels")
+        driver.continue_passes()
+        driver.state = dataclasses.replace(
+            driver.state,
+            relations={r for r in driver.state.relations if r.endpoint != CONFIGURATOR},
+        )
+        leave = until_active(backend, garm, driver, "leave", driver.ctx.on.update_status())
     median = dataclasses.replace(
         converged[0],
         seconds=statistics.median(r.seconds for r in converged),
@@ -207,7 +334,7 @@ def bench(backend: str, count: int, repeats: int) -> list[Row]:
             for fault in row.faults
         ),
     )
-    return [dataclasses.replace(r, scalesets=count) for r in (median, labels)]
+    return [dataclasses.replace(r, scalesets=count) for r in (deploy, median, labels, leave)]
 
 
 def growing(rows: Sequence[Row], backend: str) -> list[str]:
@@ -236,6 +363,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--sizes", type=int, nargs="+", default=[10, 100, 500])
     parser.add_argument("--repeats", type=int, default=3, help="converged hooks per size")
     parser.add_argument(
+        "--github-latency",
+        type=float,
+        default=0.0,
+        metavar="MS",
+        help="each answer of the GitHub stand-in real GARM asks waits this long (GitHub: 100-300)",
+    )
+    parser.add_argument(
         "--real-max",
         type=int,
         default=REAL_MAX,
@@ -251,15 +385,18 @@ def main(argv: Sequence[str] | None = None) -> int:
                     f"  real: N={size} skipped (above --real-max {args.real_max})", file=sys.stderr
                 )
                 continue
-            rows.extend(bench(backend, size, args.repeats))
+            rows.extend(bench(backend, size, args.repeats, args.github_latency / 1000))
+    print(f"GitHub stand-in latency: {args.github_latency:g} ms (real GARM only)")
     print(
-        f"{'BACKEND':<8}  {'SCALESETS':>9}  {'HOOK':<10}  {'WALL S':>7}  {'CPU S':>6}  "
-        f"{'READS':>5}  {'WRITES':>6}  {'HOOK TOOLS':>10}"
+        f"{'BACKEND':<8}  {'SCALESETS':>9}  {'HOOK':<10}  {'HOOKS':>5}  {'WALL S':>7}  "
+        f"{'LONGEST S':>9}  {'CPU S':>6}  {'READS':>5}  {'WRITES':>6}  {'HOOK TOOLS':>10}  "
+        f"{'AS JUJU':>7}"
     )
     for row in rows:
         print(
-            f"{row.backend:<8}  {row.scalesets:>9}  {row.scenario:<10}  {row.seconds:>7.3f}  "
-            f"{row.cpu:>6.3f}  {row.reads:>5}  {row.writes:>6}  {row.tools:>10}"
+            f"{row.backend:<8}  {row.scalesets:>9}  {row.scenario:<10}  {row.hooks:>5}  "
+            f"{row.seconds:>7.3f}  {row.longest or row.seconds:>9.3f}  {row.cpu:>6.3f}  "
+            f"{row.reads:>5}  {row.writes:>6}  {row.tools or '-':>10}  {row.juju_tools or '-':>7}"
         )
     print("\nCalls per converged hook that grow with the number of scale sets:")
     for backend in backends:

@@ -165,15 +165,6 @@ def run_chain(
             for app in state.unpublished_apps
         ),
     ]
-    # One line per pass, not one per object: under Juju every log line is a juju-log process.
-    logger.debug(
-        "Reconciled %d credentials, %d organisations and repositories and %d scale sets;"
-        " %d held back or under way",
-        len(state.credentials),
-        len(state.entities),
-        len(specs),
-        len(notices),
-    )
     held_credentials = credential_holders(
         state.credentials, credentials.sent, memory.incumbents.credentials
     )

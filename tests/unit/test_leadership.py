@@ -15,6 +15,7 @@ import pytest
 from ops import testing
 from scenario.context import _Event  # pyright: ignore[reportPrivateUsage]
 
+import leadership
 import workload
 from tests.charm_driver import CharmDriver, base_state
 from tests.garm_emulator import GarmEmulator
@@ -90,8 +91,10 @@ def running(state: testing.State) -> bool:
 
 
 def record(state: testing.State) -> dict[str, str]:
+    """The leadership record in the peer databag (the memory's fields aside)."""
     relation = state.get_relation(90)
-    return dict(relation.local_app_data)
+    keys = (leadership.LEADER_KEY, leadership.GARM_UNIT_KEY)
+    return {k: v for k, v in relation.local_app_data.items() if k in keys}
 
 
 def first_runs(garm: GarmEmulator) -> int:
