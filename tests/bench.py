@@ -40,20 +40,25 @@ from collections.abc import Iterator, Sequence
 from contextlib import ExitStack, contextmanager
 from pathlib import Path
 from typing import Any
+from unittest import mock
 
 import ops
 from ops import testing
 
 from continuation import CONTINUE_KEY
 from reconcile import Writes
+from reconcile import writes as writes_module
 from tests.charm_driver import CONFIGURATOR, CharmDriver, Configurator, base_state, configurator
 from tests.conformance.backends import proxied_emulator
 from tests.github_standin import GitHubStandin
 from tests.real_garm.github_apps import register_configured_apps
 from tests.real_garm.harness import SKIP_REASON, RealGarm, garm_binary
+from tests.real_garm.postgres import PostgresServer, postgres_bin
 from tests.real_garm.proxy import LOGIN_PATH, RecordedCall
+from tests.simulate_backends import postgresql_relation
 
 EMULATOR, REAL = "emulator", "real"
+SQLITE, POSTGRESQL = "sqlite", "postgresql"
 # Every configurator here publishes its own provider, and the charm hands GARM all providers in
 # one environment variable (GARM_PROVIDERS_JSON). Linux refuses to exec a process with a single
 # environment string above 128 KiB (MAX_ARG_STRLEN), which these providers pass at about 490:
@@ -228,6 +233,23 @@ def measure(backend: str, garm: Any, driver: CharmDriver, scenario: str) -> Row:
     )
 
 
+def overlap(calls: Sequence[RecordedCall]) -> tuple[int, dict[str, float]]:
+    """The most calls GARM had in hand at once, and the mean seconds of each kind of write."""
+    events = sorted(
+        [(c.started, 1) for c in calls if c.finished]
+        + [(c.finished, -1) for c in calls if c.finished]
+    )
+    most = now = 0
+    for _, step in events:
+        now += step
+        most = max(most, now)
+    spans: dict[str, list[float]] = collections.defaultdict(list)
+    for call in calls:
+        if call.method != "GET" and call.finished:
+            spans[call_key(call)].append(call.finished - call.started)
+    return most, {key: statistics.mean(v) for key, v in sorted(spans.items())}
+
+
 def until_active(backend: str, garm: Any, driver: CharmDriver, scenario: str, first: Any) -> Row:
     """Run ``first`` and the continuations it asks for; the hooks' total, longest and count."""
     garm.clear_requests()
@@ -238,6 +260,19 @@ def until_active(backend: str, garm: Any, driver: CharmDriver, scenario: str, fi
         wall, cpu = timed_hook(driver, event)
         walls.append(wall)
         cpus.append(cpu)
+        refused = collections.Counter(
+            f"{call_key(c)} {c.status}" for c in garm.requests if c.status >= 400
+        )
+        print(
+            f"  {backend}: {scenario} hook {len(walls)}: {wall:.1f} s, "
+            f"{driver.state.unit_status}; GARM refused: {dict(refused) or 'nothing'}",
+            file=sys.stderr,
+        )
+        for line in driver.ctx.juju_log:
+            if line.level in ("WARNING", "ERROR") and "non-empty filesystem" not in line.message:
+                print(f"    {line.level}: {line.message[:300]}", file=sys.stderr)
+                if "GarmConnectionError" in line.message and hasattr(garm, "log_tail"):
+                    print(garm.log_tail(40), file=sys.stderr)
         if not driver.continuation_asked:
             break
         container = driver.state.get_container("garm")
@@ -247,6 +282,12 @@ def until_active(backend: str, garm: Any, driver: CharmDriver, scenario: str, fi
         driver.state = dataclasses.replace(driver.state, containers={*others, container})
         event = driver.ctx.on.pebble_custom_notice(container, notice)
     calls = garm.requests
+    most, means = overlap(calls)
+    print(
+        f"  {backend}: {scenario}: at most {most} calls in GARM's hands at once", file=sys.stderr
+    )
+    for key, seconds in means.items():
+        print(f"  {backend}: {scenario}: {key} took {seconds:.3f} s on average", file=sys.stderr)
     status = driver.state.unit_status
     faults = () if isinstance(status, ops.ActiveStatus | ops.WaitingStatus) else (str(status),)
     return Row(
@@ -264,6 +305,15 @@ def until_active(backend: str, garm: Any, driver: CharmDriver, scenario: str, fi
         hooks=len(walls),
         longest=max(walls),
     )
+
+
+@dataclasses.dataclass(frozen=True)
+class Setting:
+    """How one run is set up: GitHub's latency, the write pool, GARM's database."""
+
+    latency: float = 0.0
+    pool: int | None = None
+    database: str = SQLITE
 
 
 @contextmanager
@@ -287,18 +337,28 @@ def started(backend: str, workdir: Path, latency: float = 0.0) -> Iterator[Any]:
         yield real
 
 
-def bench(backend: str, count: int, repeats: int, latency: float = 0.0) -> list[Row]:
+def bench(backend: str, count: int, repeats: int, setting: Setting | None = None) -> list[Row]:
     """Deploy with ``count`` configurators, converge, measure the hooks, then remove them all."""
+    setting = setting or Setting()
     with (
         tempfile.TemporaryDirectory() as scratch,
-        started(backend, Path(scratch), latency) as garm,
+        started(backend, Path(scratch), setting.latency) as garm,
+        ExitStack() as stack,
     ):
         data = Path(scratch) / "data"
         data.mkdir()
         cfgs = relations(count)
+        database: set[testing.Relation] = set()
+        if setting.database == POSTGRESQL:
+            bin_dir = postgres_bin()
+            if backend != REAL or bin_dir is None:
+                raise SystemExit("PostgreSQL: real GARM and PostgreSQL's binaries only")
+            database.add(postgresql_relation(stack.enter_context(PostgresServer(bin_dir))))
+        if setting.pool is not None:
+            stack.enter_context(mock.patch.object(writes_module, "POOL_SIZE", setting.pool))
         state = base_state(
             data,
-            relations={INGRESS, *(c.relation for c in cfgs)},
+            relations={INGRESS, *database, *(c.relation for c in cfgs)},
             secrets={s for c in cfgs for s in c.secrets},
         )
         driver = CharmDriver(garm, state, ready_timeout=30.0)
@@ -362,6 +422,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--garm", choices=(EMULATOR, REAL, "both"), default=EMULATOR)
     parser.add_argument("--sizes", type=int, nargs="+", default=[10, 100, 500])
     parser.add_argument("--repeats", type=int, default=3, help="converged hooks per size")
+    parser.add_argument("--pool", type=int, help="the write pool's size (default: POOL_SIZE)")
+    parser.add_argument("--database", choices=(SQLITE, POSTGRESQL), default=SQLITE)
     parser.add_argument(
         "--github-latency",
         type=float,
@@ -385,8 +447,12 @@ def main(argv: Sequence[str] | None = None) -> int:
                     f"  real: N={size} skipped (above --real-max {args.real_max})", file=sys.stderr
                 )
                 continue
-            rows.extend(bench(backend, size, args.repeats, args.github_latency / 1000))
-    print(f"GitHub stand-in latency: {args.github_latency:g} ms (real GARM only)")
+            setting = Setting(args.github_latency / 1000, args.pool, args.database)
+            rows.extend(bench(backend, size, args.repeats, setting))
+    print(
+        f"GitHub stand-in latency: {args.github_latency:g} ms (real GARM only); write pool: "
+        f"{args.pool or writes_module.POOL_SIZE}; database: {args.database}"
+    )
     print(
         f"{'BACKEND':<8}  {'SCALESETS':>9}  {'HOOK':<10}  {'HOOKS':>5}  {'WALL S':>7}  "
         f"{'LONGEST S':>9}  {'CPU S':>6}  {'READS':>5}  {'WRITES':>6}  {'HOOK TOOLS':>10}  "

@@ -73,19 +73,20 @@ class Writes:
 
     def __init__(
         self,
-        size: int = POOL_SIZE,
+        size: int | None = None,
         budget: float | None = None,
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
         """Start the pass's clock.
 
         Args:
-            size: at most this many objects at once (1: one after another).
+            size: at most this many objects at once (1: one after another); None:
+                :data:`POOL_SIZE`.
             budget: seconds after which no object starts; None for no budget (the removal
                 of the application, which cannot be continued later).
             clock: monotonic seconds.
         """
-        self.size = max(1, size)
+        self.size = max(1, POOL_SIZE if size is None else size)
         self._deadline = None if budget is None else clock() + budget
         self._clock = clock
         self._stopped = threading.Event()

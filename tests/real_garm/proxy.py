@@ -91,6 +91,10 @@ class RecordedCall:
     status: int
     # GARM's ``error`` field when it refused the call, else empty.
     error: str = ""
+    # When the call arrived and when GARM's answer was back (``time.monotonic()``): which
+    # calls GARM had in hand at once.
+    started: float = 0.0
+    finished: float = 0.0
 
     @property
     def refused(self) -> bool:
@@ -289,6 +293,7 @@ class _ProxyHandler(BaseHTTPRequestHandler):
         self._relay()
 
     def _relay(self) -> None:
+        started = time.monotonic()
         proxy: RecordingProxy = self.server.proxy  # type: ignore[attr-defined]
         length = int(self.headers.get("Content-Length") or 0)
         body = self.rfile.read(length) if length else b""
@@ -325,6 +330,8 @@ class _ProxyHandler(BaseHTTPRequestHandler):
             _parse(body),
             status,
             _error_of(answer) if status >= 400 else "",
+            started,
+            time.monotonic(),
         )
         proxy.record(call)
         for observe in list(proxy.observers):

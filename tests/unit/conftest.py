@@ -7,6 +7,7 @@ from collections.abc import Iterator
 import pytest
 
 from garm import GarmClient
+from reconcile.scalesets import sweep
 from tests.garm_emulator import DEFAULT_ADMIN_PASSWORD, GarmEmulator
 from tests.log_secrets import register_secret
 
@@ -51,3 +52,12 @@ def client(ready_emulator: GarmEmulator) -> Iterator[GarmClient]:
     with GarmClient(ready_emulator.url) as garm_client:
         garm_client.login(ADMIN_USERNAME, ADMIN_PASSWORD)
         yield garm_client
+
+
+@pytest.fixture(autouse=True)
+def no_disable_settle(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The emulator runs no message listener, so nothing races a delete after a disable.
+
+    The settle is real GARM's (``reconcile.scalesets.sweep``); the real-GARM tests keep it.
+    """
+    monkeypatch.setattr(sweep, "DISABLE_SETTLE", 0.0)

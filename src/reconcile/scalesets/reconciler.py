@@ -205,12 +205,18 @@ class _Pass:
             if self.sweep.delete_orphaned(observed[name]):
                 self.templates.delete(name)
 
+        # Every orphan disabled before any is deleted, GARM given time between (``sweep``).
+        self.writes.each(SWEEP_STEP, [observed[n] for n in unclaimed], self._disable)
+        self.sweep.settle()
         self.writes.each(SWEEP_STEP, unclaimed, sweep)
 
         # The raw listing keeps nameless scale sets: they exist and hold on to their provider.
         deleted = self.retirement.deleted_ids | self.sweep.deleted_ids
         live = [s for s in listing if s.id is None or s.id not in deleted]
         return ReconcileResult(progress, live + self.created, self.notices + self.sweep.notices)
+
+    def _disable(self, scaleset: ScaleSet, _: list[Notice]) -> None:
+        self.sweep.disable(scaleset)
 
     @staticmethod
     def _observe(listing: Iterable[ScaleSet]) -> dict[str, ScaleSet]:

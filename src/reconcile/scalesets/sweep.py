@@ -1,13 +1,25 @@
 """The orphan sweep: a scale set no spec claims is disabled, emptied of idle runners, deleted.
 
 Owns the removal of one unclaimed scale set and the notices it leaves while it drains. The
-caller decides what is unclaimed and whether sweeping is allowed this pass. Knows GARM through
-the client; must not import ops.
+caller decides what is unclaimed and whether sweeping is allowed this pass, disables every
+orphan first (:meth:`OrphanSweep.disable`), lets GARM settle (:meth:`OrphanSweep.settle`), then
+deletes them. Knows GARM through the client; must not import ops.
+
+Why the settle: GARM stops a scale set's message listener when it sees the scale set disabled,
+deleting its message session on GitHub, in the scale set's worker, some time after the update
+was answered. A delete that reaches GitHub first removes the scale set with its sessions, and
+GARM's own session delete then gets 404, on which GARM v0.2.1-afda4e76 dereferences a nil
+answer and crashes (``DeleteMessageSession``, ``util/github/scalesets/message_sessions.go``).
+Measured with the GitHub stand-in answering after 100 ms and eight orphans removed at once:
+GARM crashed in one removal of 40 out of three. Each worker stops its own listener with one or
+two GitHub calls, so a few seconds after the last disable every listener has stopped.
 """
 
 from __future__ import annotations
 
 import logging
+import time
+from collections.abc import Callable
 
 from garm import GarmClient, ScaleSet, UpdateScaleSetParams
 from notices import Notice, Severity
@@ -19,6 +31,9 @@ from security_events import deleted
 
 logger = logging.getLogger(__name__)
 
+# Seconds between the last disable of a pass and its first delete (the module docstring).
+DISABLE_SETTLE = 3.0
+
 
 class OrphanSweep:
     """Removes unclaimed scale sets, one step per pass, never a runner that may hold a job."""
@@ -27,18 +42,37 @@ class OrphanSweep:
         self,
         client: GarmClient,
         runners: RunnerRemover,
+        sleep: Callable[[float], None] | None = None,
     ) -> None:
         """Create the sweep of one pass.
 
         Args:
             client: an authenticated GARM client.
             runners: removes the idle runners of a disabled scale set.
+            sleep: waits so many seconds (:meth:`settle`); ``time.sleep`` when None.
         """
         self._client = client
         self._runners = runners
+        self._sleep = sleep or time.sleep
         # What the sweep leaves for the pass: notices while a scale set drains, deleted ids.
         self.notices: list[Notice] = []
         self.deleted_ids: set[int] = set()
+        # The orphans disabled this pass, and when the last of them was.
+        self._disabled: set[int] = set()
+        self._last_disable: float | None = None
+
+    def disable(self, scaleset: ScaleSet) -> None:
+        """Disable ``scaleset`` (and drop its idle runners) where GARM still has it enabled."""
+        if scaleset.id is None or not _needs_disable(scaleset):
+            return
+        if self._disable(scaleset.id, scaleset.name or ""):
+            self._disabled.add(scaleset.id)
+            self._last_disable = time.monotonic()
+
+    def settle(self) -> None:
+        """Wait until :data:`DISABLE_SETTLE` seconds after this pass's last disable, if any."""
+        if self._last_disable is not None:
+            self._sleep(max(0.0, self._last_disable + DISABLE_SETTLE - time.monotonic()))
 
     def delete_orphaned(self, scaleset: ScaleSet) -> bool:
         """Take one step towards deleting ``scaleset``; True once it is deleted."""
@@ -52,7 +86,7 @@ class OrphanSweep:
             return False
         name = scaleset.name or ""
         subject = logical_of(name)
-        if _needs_disable(scaleset) and not self._disable(scaleset.id, name):
+        if _needs_disable(scaleset) and scaleset.id not in self._disabled:
             self.notices.append(Notice(Severity.WAITING, subject, "removal deferred"))
             return False
         remaining = self._runners.remove(scaleset.id, name)

@@ -25,6 +25,7 @@ from garm import (
     ScaleSet,
 )
 from notices import summarise
+from reconcile.scalesets import sweep
 from reconcile.scalesets.names import (
     LABEL_HASH_LENGTH,
     MAX_SCALESET_NAME_LENGTH,
@@ -1426,3 +1427,38 @@ def test_organisation_looked_up_once_per_pass(
     reconciler.reconcile(specs)
     assert len(calls(garm, "GET", r"/organizations")) == 1
     assert len(names(garm)) == 5
+
+
+def test_orphans_are_all_disabled_then_deleted_after_garm_settled(
+    garm: GarmEmulator, reconciler: ScalesetReconciler, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # GARM stops a disabled scale set's listener in its own time; a delete that overtakes
+    # that stop crashes GARM (reconcile.scalesets.sweep): deletes wait for the settle.
+    for number in range(5):
+        garm.add_scaleset(f"gone-{number}-0000aaaa", org=ORG)
+    garm.clear_requests()
+    waits: list[float] = []
+    monkeypatch.setattr(sweep, "DISABLE_SETTLE", 3.0)
+    monkeypatch.setattr(sweep.time, "sleep", waits.append)
+
+    reconciler.reconcile([])
+
+    order = [r.method for r in garm.writes() if re.fullmatch(r"/scalesets/\d+", r.path)]
+    assert order == ["PUT"] * 5 + ["DELETE"] * 5
+    assert len(waits) == 1
+    assert 2.5 < waits[0] <= 3.0
+    assert names(garm) == set()
+
+
+def test_no_settle_when_every_orphan_was_disabled_before(
+    garm: GarmEmulator, reconciler: ScalesetReconciler, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    garm.add_scaleset("gone-0000aaaa", org=ORG, enabled=False)
+    waits: list[float] = []
+    monkeypatch.setattr(sweep, "DISABLE_SETTLE", 3.0)
+    monkeypatch.setattr(sweep.time, "sleep", waits.append)
+
+    reconciler.reconcile([])
+
+    assert waits == []
+    assert names(garm) == set()
