@@ -272,7 +272,7 @@ def until_active(backend: str, garm: Any, driver: CharmDriver, scenario: str, fi
             if line.level in ("WARNING", "ERROR") and "non-empty filesystem" not in line.message:
                 print(f"    {line.level}: {line.message[:300]}", file=sys.stderr)
                 if "GarmConnectionError" in line.message and hasattr(garm, "log_tail"):
-                    print(garm.log_tail(40), file=sys.stderr)
+                    print(garm.log_tail(400), file=sys.stderr)
         if not driver.continuation_asked:
             break
         container = driver.state.get_container("garm")

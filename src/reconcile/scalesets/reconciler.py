@@ -21,6 +21,7 @@ guarded runner removal (``runners``). Must not import ops.
 from __future__ import annotations
 
 import logging
+import threading
 from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
@@ -141,8 +142,10 @@ class _Pass:
     def __post_init__(self) -> None:
         self.templates = CustomTemplates(self.client)
         runners = RunnerRemover(self.client, self.clock)
-        self.retirement = Retirement(self.client, self.clock, runners, self.templates)
-        self.sweep = OrphanSweep(self.client, runners)
+        # One disable in GARM at a time, however many objects the pool runs (``sweep``).
+        disabling = threading.Lock()
+        self.retirement = Retirement(self.client, self.clock, runners, self.templates, disabling)
+        self.sweep = OrphanSweep(self.client, runners, disabling=disabling)
 
     def run(
         self,

@@ -11,6 +11,7 @@ from __future__ import annotations
 import enum
 import logging
 from collections.abc import Callable, Mapping, Sequence
+from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
@@ -103,6 +104,7 @@ class Retirement:
         clock: Callable[[], datetime],
         runners: RunnerRemover,
         templates: CustomTemplates,
+        disabling: AbstractContextManager[object] | None = None,
     ) -> None:
         """Create the retirement of one pass.
 
@@ -111,11 +113,13 @@ class Retirement:
             clock: returns the current time (timezone-aware), for the drain deadline.
             runners: removes idle runners past the deadline.
             templates: the pass's custom templates; a deleted generation's goes with it.
+            disabling: held around each disable, so that GARM gets one at a time (``sweep``).
         """
         self._client = client
         self._clock = clock
         self._runners = runners
         self._templates = templates
+        self._disabling = disabling or nullcontext()
         # The ids of the predecessors this pass deleted, for the pass's live listing.
         self.deleted_ids: set[int] = set()
 
@@ -172,7 +176,7 @@ class Retirement:
             logger.warning("Cannot retire scaleset %r: GARM lists it without an id", old.name)
             return False
         logger.info("Retiring scaleset %r (id=%s): disabling it", old.name, old.id)
-        with contain() as refused:
+        with self._disabling, contain() as refused:
             self._client.update_scaleset(
                 old.id, UpdateScaleSetParams(enabled=False, min_idle_runners=0, max_runners=0)
             )
@@ -182,7 +186,7 @@ class Retirement:
             old.name,
             refused.error,
         )
-        with contain() as refused:
+        with self._disabling, contain() as refused:
             self._client.update_scaleset(
                 old.id, UpdateScaleSetParams(enabled=False, min_idle_runners=0)
             )

@@ -5,14 +5,18 @@ caller decides what is unclaimed and whether sweeping is allowed this pass, disa
 orphan first (:meth:`OrphanSweep.disable`), lets GARM settle (:meth:`OrphanSweep.settle`), then
 deletes them. Knows GARM through the client; must not import ops.
 
-Why the settle: GARM stops a scale set's message listener when it sees the scale set disabled,
-deleting its message session on GitHub, in the scale set's worker, some time after the update
-was answered. A delete that reaches GitHub first removes the scale set with its sessions, and
-GARM's own session delete then gets 404, on which GARM v0.2.1-afda4e76 dereferences a nil
-answer and crashes (``DeleteMessageSession``, ``util/github/scalesets/message_sessions.go``).
-Measured with the GitHub stand-in answering after 100 ms and eight orphans removed at once:
-GARM crashed in one removal of 40 out of three. Each worker stops its own listener with one or
-two GitHub calls, so a few seconds after the last disable every listener has stopped.
+Why one disable at a time, and the settle: GARM stops a scale set's message listener when it
+sees the scale set disabled, deleting its message session on GitHub, in the scale set's worker,
+after the update was answered. When the scale set is deleted while its listener still runs,
+GARM deletes the session of a scale set GitHub no longer has, gets 404 and, in v0.2.1-afda4e76,
+dereferences a nil answer and crashes (``DeleteMessageSession``,
+``util/github/scalesets/message_sessions.go``). Measured on real GARM with the GitHub stand-in
+answering after 100 ms (``docs/reference/reconcile-cost.md``): with disables four or eight at
+once GARM crashed in every removal of 30 configurators, a settle of 3 s or not; with one disable
+at a time and the deletes eight at once, in none (three removals of 30); with GitHub answering
+at once, in none either way. So disables go one at a time (the lock, shared with the
+label-change retirement), and a pass waits :data:`DISABLE_SETTLE` after its last disable before
+its first delete.
 """
 
 from __future__ import annotations
@@ -20,6 +24,7 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Callable
+from contextlib import AbstractContextManager, nullcontext
 
 from garm import GarmClient, ScaleSet, UpdateScaleSetParams
 from notices import Notice, Severity
@@ -43,6 +48,7 @@ class OrphanSweep:
         client: GarmClient,
         runners: RunnerRemover,
         sleep: Callable[[float], None] | None = None,
+        disabling: AbstractContextManager[object] | None = None,
     ) -> None:
         """Create the sweep of one pass.
 
@@ -50,10 +56,12 @@ class OrphanSweep:
             client: an authenticated GARM client.
             runners: removes the idle runners of a disabled scale set.
             sleep: waits so many seconds (:meth:`settle`); ``time.sleep`` when None.
+            disabling: held around each disable, so that GARM gets one at a time.
         """
         self._client = client
         self._runners = runners
         self._sleep = sleep or time.sleep
+        self._disabling = disabling or nullcontext()
         # What the sweep leaves for the pass: notices while a scale set drains, deleted ids.
         self.notices: list[Notice] = []
         self.deleted_ids: set[int] = set()
@@ -109,7 +117,7 @@ class OrphanSweep:
         return True
 
     def _disable(self, scaleset_id: int, name: str) -> bool:
-        with contain() as refused:
+        with self._disabling, contain() as refused:
             self._client.update_scaleset(
                 scaleset_id, UpdateScaleSetParams(enabled=False, min_idle_runners=0)
             )
