@@ -174,7 +174,9 @@ class PoolCpu:
         original = Writes.each
         pool = self
 
-        def each(writes: Writes, step: str, items: Any, task: Any, notices: Any = None) -> Any:
+        def each(
+            writes: Writes, step: str, items: Any, task: Any, notices: Any = None, **kw: Any
+        ) -> Any:
             hook_thread = threading.current_thread()
 
             def timed(item: Any, found: Any) -> Any:
@@ -187,7 +189,7 @@ class PoolCpu:
                     with pool._lock:
                         pool.seconds += time.thread_time() - started
 
-            return original(writes, step, items, timed, notices)
+            return original(writes, step, items, timed, notices, **kw)
 
         Writes.each = each  # type: ignore[method-assign]
         try:

@@ -103,6 +103,8 @@ class Writes:
         items: Sequence[_T],
         task: Callable[[_T, list[Notice]], _R],
         notices: list[Notice] | None = None,
+        *,
+        one_at_a_time: bool = False,
     ) -> list[_R | None]:
         """Run ``task`` on every item, at most :attr:`size` at once, within the budget.
 
@@ -111,6 +113,7 @@ class Writes:
             items: the objects, in the order their results and notices come back.
             task: one object's calls; it appends the object's notices to the list it is given.
             notices: where every object's notices go, in the items' order.
+            one_at_a_time: run the objects one after another (GARM cannot take them at once).
 
         Returns:
             Each item's result, None for an item not started (budget spent).
@@ -132,7 +135,7 @@ class Writes:
                 self._stopped.set()
                 slot.error = exc
 
-        if self.size == 1 or len(items) <= 1:
+        if one_at_a_time or self.size == 1 or len(items) <= 1:
             for index in range(len(items)):
                 run(index)
         else:

@@ -209,7 +209,8 @@ class _Pass:
                 self.templates.delete(name)
 
         # Every orphan disabled before any is deleted, GARM given time between (``sweep``).
-        self.writes.each(SWEEP_STEP, [observed[n] for n in unclaimed], self._disable)
+        orphans = [observed[name] for name in unclaimed]
+        self.writes.each(SWEEP_STEP, orphans, self._disable, one_at_a_time=True)
         self.sweep.settle()
         self.writes.each(SWEEP_STEP, unclaimed, sweep)
 

@@ -111,3 +111,22 @@ def test_each_object_runs_in_the_callers_context() -> None:
     LABEL.set("pass-42")
     seen = Writes(size=3).each("step", [1, 2, 3], lambda _item, _n: LABEL.get())
     assert seen == ["pass-42"] * 3
+
+
+def test_a_step_garm_cannot_take_at_once_runs_one_object_after_another() -> None:
+    running = 0
+    peak = 0
+    lock = threading.Lock()
+
+    def task(item: int, _: list[Notice]) -> int:
+        nonlocal running, peak
+        with lock:
+            running += 1
+            peak = max(peak, running)
+        time.sleep(0.005)
+        with lock:
+            running -= 1
+        return item
+
+    assert Writes(size=8).each("step", list(range(6)), task, one_at_a_time=True) == list(range(6))
+    assert peak == 1
