@@ -510,14 +510,18 @@ class CharmDriver:
         hooks = 0
         while self.continuation_asked:
             assert hooks < limit, f"still continuing after {limit} hooks"
-            container = self.state.get_container(workload.CONTAINER_NAME)
-            notice = testing.Notice(continuation.CONTINUE_KEY, occurrences=hooks + 1)
-            container = dataclasses.replace(container, notices=[notice])
-            others = {c for c in self.state.containers if c.name != container.name}
-            self.state = dataclasses.replace(self.state, containers={*others, container})
-            self.run(self.ctx.on.pebble_custom_notice(container, notice))
+            self.continue_once()
             hooks += 1
         return hooks
+
+    def continue_once(self) -> testing.State:
+        """Deliver the charm's notice once: one ``pebble-custom-notice`` hook."""
+        container = self.state.get_container(workload.CONTAINER_NAME)
+        notice = testing.Notice(continuation.CONTINUE_KEY)
+        container = dataclasses.replace(container, notices=[notice])
+        others = {c for c in self.state.containers if c.name != container.name}
+        self.state = dataclasses.replace(self.state, containers={*others, container})
+        return self.run(self.ctx.on.pebble_custom_notice(container, notice))
 
     def juju_writes(self) -> dict[str, int]:
         """The writes to Juju the last hook made (relation data, secrets), by hook tool."""
