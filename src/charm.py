@@ -264,14 +264,10 @@ class GarmCharm(ops.CharmBase):
             garm_restart.restart_for_stall(container, sync.status)
         if sync.unfinished:
             continuation.request(container, sync.unfinished)
-        # A trimmed provider restarts GARM in the next pass: while passes continue (a mass
-        # removal) each would restart a GARM of hundreds of scale sets, so only a pass that
-        # went through trims.
-        kept = (
-            providers
-            if sync.unfinished
-            else provider_record.trim(providers, state.providers, sync.live)
-        )
+        # A trim restarts GARM next pass: only a pass that went through trims (not each of a
+        # mass removal's continued passes, restarting a GARM of hundreds of scale sets).
+        live = None if sync.unfinished else sync.live
+        kept = provider_record.trim(providers, state.providers, live)
         provider_record.save_record(self.app, self.model, stored, kept, owned.jwt_secret)
         problems = "; ".join(
             p for p in (admitted.notice(), describe_problems(state.problems)) if p
