@@ -113,7 +113,12 @@ def _calls(cases: dict[tuple[str, int | None], dict[str, Any]]) -> list[tuple[in
 
 
 def stable(region: str) -> list[str]:
-    """The lines of the tables without what depends on GARM's clock (the hook counts)."""
+    """The lines of the tables without what depends on timing: hook counts and call order.
+
+    GARM's clock decides the hook counts; a concurrent pass interleaves its objects' calls, so
+    a call's number in the step may differ from run to run while the calls and their answers do
+    not. The lines come back sorted, each row without its call number.
+    """
     kept: list[str] = []
     hooks: set[int] = set()
     for line in region.splitlines():
@@ -126,8 +131,9 @@ def stable(region: str) -> list[str]:
             continue
         if any(_HOOKS_HEADER.search(c) for c in cells) and not cells[0].isdigit():
             hooks = {i for i, c in enumerate(cells) if _HOOKS_HEADER.search(c)}
-        kept.append(" | ".join(c for i, c in enumerate(cells) if i not in hooks))
-    return kept
+        shown = [c for i, c in enumerate(cells) if i not in hooks]
+        kept.append(" | ".join(shown[1:] if shown and shown[0].isdigit() else shown))
+    return sorted(kept)
 
 
 def _ranges(numbers: list[int]) -> str:
