@@ -23,8 +23,6 @@ Knows Juju; must not import the GARM client.
 
 from __future__ import annotations
 
-import hashlib
-import hmac
 import json
 import logging
 import threading
@@ -36,7 +34,7 @@ import ops
 from databag import write_changed
 from desired_state import AppKey, pem_digest
 from github_key import app_key_problem
-from leadership import PEER_RELATION
+from secret_revisions import keyed_digest, peer_app_data
 
 logger = logging.getLogger(__name__)
 
@@ -71,7 +69,7 @@ class ConfiguratorSecrets:
         self._digest_key = digest_key.encode()
         self._known = {self._password_digest(p): p for p in known_passwords}
         self._refreshed = {secret_key(uri): v for uri, v in (refreshed or {}).items()}
-        data = _peer_data(model)
+        data = peer_app_data(model)
         self._ledger = _decode(data.get(LEDGER_KEY, "") if data is not None else "")
         self._used: dict[str, list[str]] = {}
         self._lock = threading.Lock()
@@ -105,7 +103,7 @@ class ConfiguratorSecrets:
 
     def save(self) -> None:
         """Leader: keep what this pass read or vouched for (nothing written when unchanged)."""
-        data = _peer_data(self._model)
+        data = peer_app_data(self._model)
         if data is None or (not self._used and LEDGER_KEY not in data):
             return
         # An empty ledger leaves the databag (ops deletes a key set to "").
@@ -113,7 +111,7 @@ class ConfiguratorSecrets:
         write_changed(data, {LEDGER_KEY: wanted})
 
     def _password_digest(self, value: str) -> str:
-        return hmac.new(self._digest_key, value.encode(), hashlib.sha256).hexdigest()
+        return keyed_digest(self._digest_key, value)
 
     def _on_demand(self, uri: str) -> Callable[[], str | None]:
         cache: list[str | None] = []
@@ -151,12 +149,6 @@ def _check_unchanged(uri: str, pem: str | None, remembered: list[str] | None) ->
     if pem is not None and remembered and pem_digest(pem) != remembered[0]:
         # Only a refresh moves the tracked revision; say so if Juju ever disagrees.
         logger.warning("configurator secret %s differs from the revision read before", uri)
-
-
-def _peer_data(model: ops.Model) -> ops.RelationDataContent | None:
-    # Without the peer relation (a charm whose metadata lacks it) nothing is remembered.
-    relation = model.relations.get(PEER_RELATION)
-    return relation[0].data[model.app] if relation else None
 
 
 def _decode(raw: str) -> dict[str, list[str]]:

@@ -21,6 +21,17 @@ from databag import write_changed
 from leadership import PEER_RELATION
 
 
+def keyed_digest(key: bytes, text: str) -> str:
+    """HMAC-SHA-256 of ``text`` under ``key``: no guess can be tested without the key."""
+    return hmac.new(key, text.encode(), hashlib.sha256).hexdigest()
+
+
+def peer_app_data(model: ops.Model) -> ops.RelationDataContent | None:
+    """The ``garm-peers`` app databag; None without the peer relation (metadata lacking it)."""
+    relations = model.relations.get(PEER_RELATION)
+    return relations[0].data[model.app] if relations else None
+
+
 class LatestRevisions:
     """What the leader last wrote to each of a list of owned secrets: keyed digests in garm-peers.
 
@@ -34,8 +45,7 @@ class LatestRevisions:
         """Read the digests kept under ``field``; none without a key or a peer relation."""
         self._key = key.encode()
         self._field = field
-        relations = model.relations.get(PEER_RELATION)
-        self._data = relations[0].data[model.app] if relations and key else None
+        self._data = peer_app_data(model) if key else None
         raw = self._data.get(self._field, "") if self._data is not None else ""
         self._digests = raw.split(",") if raw else []
 
@@ -45,8 +55,7 @@ class LatestRevisions:
 
     def digest(self, content: Mapping[str, str]) -> str:
         """The keyed digest of one secret's content."""
-        text = json.dumps(dict(content), sort_keys=True)
-        return hmac.new(self._key, text.encode(), hashlib.sha256).hexdigest()[:32]
+        return keyed_digest(self._key, json.dumps(dict(content), sort_keys=True))[:32]
 
     def record(self, stored: Sequence[Mapping[str, str]]) -> None:
         """Leader: keep the digests of what is now stored (nothing written when unchanged)."""
