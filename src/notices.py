@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import enum
 from collections.abc import Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 MAX_NAMED_NOTICES = 2
 
@@ -32,28 +32,35 @@ class Notice:
         subject: what it is about, as the operator knows it (a logical scale set name, a
             configurator application, an organisation).
         text: what holds it, never a secret value (``waiting for provider cfg-a-0``).
+        retry: a failure the next pass retries on its own; one that lasts escalates
+            (``reconcile.escalation``).
+        said: what GARM or GitHub answered, for the escalated notice (never a secret).
     """
 
     severity: Severity
     subject: str
     text: str
+    retry: bool = field(default=False, compare=False)
+    said: str = field(default="", compare=False)
 
     def __str__(self) -> str:
         """Return ``subject: text``."""
         return f"{self.subject}: {self.text}"
 
 
-def refusal(subject: str, status: int | None, what: str = "it") -> Notice:
+def refusal(subject: str, status: int | None, what: str = "it", said: str = "") -> Notice:
     """Word a GARM refusal of one object: a 4xx needs the operator, anything else is retried.
 
     Args:
         subject: what the status names (a scale set, a configurator).
         status: GARM's HTTP status, None when unknown.
         what: the refused object as the operator knows it.
+        said: GARM's own words (its ``error`` field), kept for a failure that lasts.
     """
     if status is not None and 400 <= status < 500:
         return Notice(Severity.BLOCKED, subject, f"GARM refused {what} ({status})")
-    return Notice(Severity.WAITING, subject, f"GARM failed on {what} ({status}); will retry")
+    text = f"GARM failed on {what} ({status}); will retry"
+    return Notice(Severity.WAITING, subject, text, retry=True, said=said)
 
 
 def blocked(notices: Iterable[Notice]) -> bool:

@@ -166,6 +166,17 @@ def deleted(kind: str, name: str, garm_id: object) -> None:
     )
 
 
+def deleted_in_github(kind: str, name: str, github_id: object) -> None:
+    """The charm deleted one of its own objects from GitHub that GARM no longer knew."""
+    emit(
+        SENSITIVE_DELETE,
+        f"{_unit()},github-{kind}/{name}",
+        f"The charm deleted its {kind} {name} (GitHub id {github_id}) from GitHub",
+        outcome=Outcome.SUCCESS,
+        obj=f"github-{kind}/{name}",
+    )
+
+
 def garm_stopped(reason: str, description: str) -> None:
     """The charm stopped GARM on this unit (``reason``: ``standby``)."""
     _service_event(SYS_SHUTDOWN, reason, description)

@@ -524,6 +524,16 @@ class PodGarm(RealGarm):
         self.start_failure: str | None = None
         self._database: tuple[str, ...] | None = None
 
+    def lose_database(self) -> None:
+        """Stop GARM and delete its SQLite file, as a replaced ``garm-data`` volume loses it.
+
+        The stand-ins keep their state: GitHub and the cloud remember what the lost GARM made.
+        """
+        self.halt()
+        for path in self.workdir.glob("garm.db*"):
+            path.unlink()
+        self._endpoint_pointed = False
+
     def replan(self, environment: Mapping[str, str]) -> None:
         """Restart GARM with ``environment``; a GARM that exits at start is noted."""
         database = _database_identity(environment)

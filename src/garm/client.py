@@ -72,6 +72,8 @@ class GarmSession:
     ) -> None:
         """Create the client; no request is made until a method is called."""
         self._transport = GarmTransport(base_url, timeout, token)
+        # Whether this session ran GARM's first-run: GARM's database was empty when reached.
+        self.first_ran = False
 
     def close(self) -> None:
         """Close the underlying connection pool."""
@@ -131,6 +133,7 @@ class GarmSession:
         """Create the admin user on a fresh GARM."""
         body = {"username": username, "password": password, "email": email, "full_name": full_name}
         self._transport.call("POST", "/first-run", body, authenticated=False)
+        self.first_ran = True
 
     def login(self, username: str, password: str) -> str:
         """Log in, keep the JWT for later calls and return it."""

@@ -219,6 +219,8 @@ class ScaleSet(ResponseModel):
     extra_specs: dict[str, Any] | None = None
     tags: list[Tag] | None = None
     template_id: int | None = None
+    # The id GitHub gave the scale set when GARM registered it (omitted when 0).
+    scale_set_id: int | None = None
     updated_at: datetime | None = None
     # Jobs GitHub has assigned to the scale set, as GARM last recorded them (omitted when 0).
     desired_runner_count: int | None = None

@@ -35,10 +35,12 @@ from reconcile.controller import sync_controller
 from reconcile.credentials import CredentialReconciler
 from reconcile.endpoints import EndpointReconciler, endpoint_of
 from reconcile.entities import EntityReconciler
+from reconcile.escalation import escalate
 from reconcile.memory import Memory, RememberedFault
 from reconcile.scalesets.faults import carry_faults, fault_notices
 from reconcile.scalesets.names import logical_of
 from reconcile.scalesets.progress import progress_notices
+from reconcile.scalesets.reclaim import GitHubDoors, Reclaim, Registration, record
 from reconcile.scalesets.reconciler import ReconcileResult, ScalesetReconciler
 from reconcile.scalesets.stall import (
     Recovery,
@@ -135,9 +137,11 @@ def run_chain(
         template_id = apply_charmed_template(client, state.debug_ssh)
     specs = [dataclasses.replace(s, template_id=template_id) for s in state.scalesets]
     with spans.start_as_current_span("reconcile.scalesets"):
-        result = ScalesetReconciler(client, writes=writes).reconcile(
+        reclaim = Reclaim(memory.registered, GitHubDoors(client, state).open)
+        result = ScalesetReconciler(client, writes=writes, reclaim=reclaim).reconcile(
             specs, prune=state.prune, held=held.scalesets, held_apps=held.apps
         )
+    lost = _lost(memory.registered, result, fresh=client.first_ran)
     with spans.start_as_current_span("reconcile.runner_faults"):
         # One listing for every scale set: a runner the cloud refuses shows nowhere else.
         instances = client.list_instances() if result.live else []
@@ -152,6 +156,7 @@ def run_chain(
             credentials.prune(state.credentials, in_use, held=held.credentials)
             endpoints.prune(state.endpoints, credentials.endpoints_in_use(state.credentials))
     notices = [
+        *lost,
         *endpoints.notices,
         *credentials.notices,
         *agent.notices,
@@ -168,6 +173,10 @@ def run_chain(
     held_credentials = credential_holders(
         state.credentials, credentials.sent, memory.incumbents.credentials
     )
+    notices, failing = escalate(notices, memory.failing, datetime.now(UTC))
+    kept = result.wanted | {
+        name for name in memory.registered if logical_of(name) in held.scalesets
+    }
     return ChainResult(
         result.live,
         notices,
@@ -176,12 +185,45 @@ def run_chain(
             faults,
             incumbents_of(result.live, held_credentials),
             stalls.recoveries,
+            record(memory.registered, result.live, kept),
+            failing,
         ),
         stalls.restart,
         version,
         endpoints.held_bundles(),
         tuple(writes.unfinished),
     )
+
+
+def _lost(
+    registered: Mapping[str, Registration], result: ReconcileResult, *, fresh: bool
+) -> list[Notice]:
+    """Scale sets GARM registered for the charm but no longer held at the pass's start.
+
+    Only a lost or restored database (or a hand in GARM) makes them: logged, and while any is
+    missing, in the status.
+    """
+    lost = sorted(result.absent & registered.keys())
+    if fresh and registered:
+        logger.warning(
+            "GARM's database was replaced: GARM needed first-run again while this charm"
+            " remembers %d scale set(s) it registered in GitHub; recreating them",
+            len(registered),
+        )
+    if not lost:
+        return []
+    logger.warning(
+        "GARM no longer holds %d scale set(s) this charm registered in GitHub (%s): its"
+        " database was lost or restored; recreating them and reclaiming their names in GitHub",
+        len(lost),
+        ", ".join(lost),
+    )
+    back = {s.name for s in result.live}
+    missing = [name for name in lost if name not in back]
+    if not missing:
+        return []
+    text = f"recovering {len(missing)} scale set(s) GARM's database lost"
+    return [Notice(Severity.PROGRESS, "GARM", text)]
 
 
 def _watch_stalls(

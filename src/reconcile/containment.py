@@ -80,4 +80,4 @@ def contain(
             raise
         box.error = exc
         if notices is not None:
-            notices.append(refusal(subject, exc.status, what))
+            notices.append(refusal(subject, exc.status, what, exc.error))

@@ -15,6 +15,10 @@ A pass learns things the next one needs and GARM cannot tell it (:class:`Memory`
 - ``stalled-scalesets``: per scale set GARM stopped scaling, the last recovery step, when it
   was taken and since when GARM sat on the demand (``scalesets.stall.Recovery``); kept while
   it is short of runners.
+- ``github-scalesets``: per scale-set name, the GitHub ids GARM registered for it, with its
+  endpoint and runner group (``scalesets.reclaim.Registration``): GARM's own record of them is
+  lost with its database, GitHub's is not (ADR 0016).
+- ``failing-since``: when each lasting failure was first seen (``escalation``).
 
 Owns the memory's types and their encoding as string fields (:func:`encode`, :func:`decode`);
 where the fields are kept is the charm's (``peer_record``). The chain reads a ``Memory`` and
@@ -31,6 +35,7 @@ from datetime import datetime
 from typing import cast
 
 from desired_state import DEFAULT_GITHUB_ENDPOINT, EntityKey, Incumbents, entity_key
+from reconcile.scalesets.reclaim import Registration
 from reconcile.scalesets.stall import Recovery, Step
 
 logger = logging.getLogger(__name__)
@@ -39,6 +44,8 @@ SENT_CREDENTIALS_KEY = "sent-credentials"
 RUNNER_FAULTS_KEY = "runner-faults"
 INCUMBENTS_KEY = "incumbents"
 STALLS_KEY = "stalled-scalesets"
+REGISTERED_KEY = "github-scalesets"
+FAILING_KEY = "failing-since"
 
 
 @dataclass(frozen=True)
@@ -65,12 +72,16 @@ class Memory:
         faults: the last provider fault per live scale set whose runners have not come up.
         incumbents: which configurator holds each scale-set name and entity in GARM.
         stalls: what was done about each scale set GARM stopped scaling, while it is short.
+        registered: the GitHub scale sets GARM registered, per scale-set name.
+        failing: since when each lasting failure (a notice's ``subject: text``) has been seen.
     """
 
     sent: dict[str, str] | None = None
     faults: dict[str, RememberedFault] = field(default_factory=dict[str, RememberedFault])
     incumbents: Incumbents = field(default_factory=Incumbents)
     stalls: dict[str, Recovery] = field(default_factory=dict[str, Recovery])
+    registered: dict[str, Registration] = field(default_factory=dict[str, Registration])
+    failing: dict[str, datetime] = field(default_factory=dict[str, datetime])
 
 
 def decode(fields: Mapping[str, str]) -> Memory:
@@ -88,7 +99,14 @@ def decode(fields: Mapping[str, str]) -> Memory:
             if len(parts) == 2 and all(isinstance(f, str) for f in parts):
                 faults[name] = RememberedFault(str(parts[0]), str(parts[1]))
     stalls = _stalls(_object(fields, STALLS_KEY))
-    return Memory(sent, faults, _incumbents(_object(fields, INCUMBENTS_KEY)), stalls)
+    return Memory(
+        sent,
+        faults,
+        _incumbents(_object(fields, INCUMBENTS_KEY)),
+        stalls,
+        _registered(_object(fields, REGISTERED_KEY)),
+        _failing(_object(fields, FAILING_KEY)),
+    )
 
 
 def encode(memory: Memory, present: Collection[str]) -> dict[str, str]:
@@ -106,6 +124,13 @@ def encode(memory: Memory, present: Collection[str]) -> dict[str, str]:
         for name, r in sorted(memory.stalls.items())
     }
     wanted[STALLS_KEY] = json.dumps(stalls)
+    registered = {
+        name: [r.endpoint, r.runner_group, list(r.ids)]
+        for name, r in sorted(memory.registered.items())
+    }
+    wanted[REGISTERED_KEY] = json.dumps(registered, separators=(",", ":"))
+    failing = {key: at.isoformat() for key, at in sorted(memory.failing.items())}
+    wanted[FAILING_KEY] = json.dumps(failing)
     held = memory.incumbents
     if held.scalesets or held.entities or held.credentials:
         record: dict[str, object] = {
@@ -148,6 +173,34 @@ def _stalls(raw: dict[str, object]) -> dict[str, Recovery]:
             except ValueError:
                 continue
     return stalls
+
+
+def _registered(raw: dict[str, object]) -> dict[str, Registration]:
+    """The registrations per name; an unreadable entry is left out (its name is not reclaimed)."""
+    registered: dict[str, Registration] = {}
+    for name, entry in raw.items():
+        if not isinstance(entry, list):
+            continue
+        parts = cast(list[object], entry)
+        if len(parts) != 3 or not isinstance(parts[0], str) or not isinstance(parts[1], str):
+            continue
+        raw_ids = parts[2]
+        if not isinstance(raw_ids, list):
+            continue
+        ids = tuple(i for i in cast(list[object], raw_ids) if isinstance(i, int))
+        registered[name] = Registration(parts[0], parts[1], ids)
+    return registered
+
+
+def _failing(raw: dict[str, object]) -> dict[str, datetime]:
+    failing: dict[str, datetime] = {}
+    for key, at in raw.items():
+        if isinstance(at, str):
+            try:
+                failing[key] = datetime.fromisoformat(at)
+            except ValueError:
+                continue
+    return failing
 
 
 def _entity_entry(key: EntityKey, app: str) -> list[str]:

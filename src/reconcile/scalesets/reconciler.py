@@ -34,12 +34,12 @@ from garm import (
     ScaleSet,
 )
 from notices import Notice, Severity
-from reconcile.containment import contain
 from reconcile.endpoints import endpoint_of
 from reconcile.scalesets.custom_templates import CustomTemplates
 from reconcile.scalesets.names import dedupe_specs, family_names, family_pattern
 from reconcile.scalesets.params import create_params, needs_update, update_params
 from reconcile.scalesets.placement import placed_as_specified, resolve_target
+from reconcile.scalesets.reclaim import Reclaim, reclaiming
 from reconcile.scalesets.retirement import Retirement, ScalesetProgress
 from reconcile.scalesets.runners import RunnerRemover
 from reconcile.scalesets.sweep import OrphanSweep
@@ -65,11 +65,15 @@ class ReconcileResult:
         progress: predecessor generations still retiring.
         live: scale sets that exist in GARM after the pass.
         notices: specs held back this pass and orphans still draining, for the status.
+        wanted: the live names the desired specs want this pass (their active generation).
+        absent: those of ``wanted`` GARM did not hold at the pass's start.
     """
 
     progress: list[ScalesetProgress]
     live: list[ScaleSet]
     notices: list[Notice] = field(default_factory=list[Notice])
+    wanted: frozenset[str] = frozenset()
+    absent: frozenset[str] = frozenset()
 
 
 class ScalesetReconciler:
@@ -80,6 +84,7 @@ class ScalesetReconciler:
         client: GarmClient,
         clock: Callable[[], datetime] = _utc_now,
         writes: Writes | None = None,
+        reclaim: Reclaim | None = None,
     ) -> None:
         """Create the reconciler.
 
@@ -88,10 +93,13 @@ class ScalesetReconciler:
             clock: returns the current time (timezone-aware); used for the drain deadline and
                 runner staleness.
             writes: the pass's writes (pool and budget); None: one object at a time, no budget.
+            reclaim: clears the charm's own stale scale sets from GitHub when GARM's create
+                is refused for one (``reclaim``); None: no GitHub scale set is reclaimed.
         """
         self._client = client
         self._clock = clock
         self._writes = writes or Writes(size=1)
+        self._reclaim = reclaim
 
     def reconcile(
         self,
@@ -121,7 +129,7 @@ class ScalesetReconciler:
             GarmProtocolError: GARM answered in a shape the charm cannot read (same).
             GarmApiError: a pass-start listing failed.
         """
-        return _Pass(self._client, self._clock, self._writes).run(
+        return _Pass(self._client, self._clock, self._writes, self._reclaim).run(
             dedupe_specs(desired), prune, held, held_apps
         )
 
@@ -133,6 +141,7 @@ class _Pass:
     client: GarmClient
     clock: Callable[[], datetime]
     writes: Writes
+    reclaim: Reclaim | None
     created: list[ScaleSet] = field(default_factory=list[ScaleSet])
     notices: list[Notice] = field(default_factory=list[Notice])
     _entity_ids: dict[str, dict[EntityKey, str]] = field(
@@ -156,7 +165,7 @@ class _Pass:
     ) -> ReconcileResult:
         providers = {p.name for p in self.client.list_providers() if p.name}
         listing = self.client.list_scalesets()
-        observed = self._observe(listing)
+        observed = _observe(listing)
         if self._templates_needed(specs, observed):
             self.templates.load(self.client.list_templates())
         specs = [spec for spec in specs if spec.name not in held]
@@ -188,10 +197,11 @@ class _Pass:
             self._ids_of(kind)
 
         def one(spec: ScalesetSpec, notices: list[Notice]) -> list[ScalesetProgress]:
-            with contain(notices, spec.name) as refused:
-                return self._reconcile_one(spec, providers, observed, families[spec.name], notices)
-            logger.warning("GARM refused scaleset %r; will retry: %s", spec.name, refused.error)
-            return []
+            def attempt(mine: list[Notice]) -> list[ScalesetProgress]:
+                return self._reconcile_one(spec, providers, observed, families[spec.name], mine)
+
+            live_name = resolve_target(spec, observed)
+            return reclaiming(spec, live_name, attempt, self.reclaim, notices) or []
 
         results = self.writes.each(RECONCILE_STEP, specs, one, self.notices)
         progress = [entry for result in results for entry in result or ()]
@@ -217,22 +227,17 @@ class _Pass:
         # The raw listing keeps nameless scale sets: they exist and hold on to their provider.
         deleted = self.retirement.deleted_ids | self.sweep.deleted_ids
         live = [s for s in listing if s.id is None or s.id not in deleted]
-        return ReconcileResult(progress, live + self.created, self.notices + self.sweep.notices)
+        wanted = frozenset(resolve_target(spec, observed) for spec in specs)
+        return ReconcileResult(
+            progress,
+            live + self.created,
+            self.notices + self.sweep.notices,
+            wanted,
+            wanted - observed.keys(),
+        )
 
     def _disable(self, scaleset: ScaleSet, _: list[Notice]) -> None:
         self.sweep.disable(scaleset)
-
-    @staticmethod
-    def _observe(listing: Iterable[ScaleSet]) -> dict[str, ScaleSet]:
-        observed: dict[str, ScaleSet] = {}
-        for scaleset in listing:
-            if not scaleset.name:
-                logger.warning(
-                    "Ignoring scaleset id=%s: GARM lists it without a name", scaleset.id
-                )
-                continue
-            observed[scaleset.name] = scaleset
-        return observed
 
     @staticmethod
     def _templates_needed(specs: Iterable[ScalesetSpec], observed: Mapping[str, ScaleSet]) -> bool:
@@ -371,6 +376,16 @@ class _Pass:
         self.client.update_scaleset(
             observed.id, update_params(observed, spec, desired_extra, template_id)
         )
+
+
+def _observe(listing: Iterable[ScaleSet]) -> dict[str, ScaleSet]:
+    observed: dict[str, ScaleSet] = {}
+    for scaleset in listing:
+        if not scaleset.name:
+            logger.warning("Ignoring scaleset id=%s: GARM lists it without a name", scaleset.id)
+            continue
+        observed[scaleset.name] = scaleset
+    return observed
 
 
 def _name_taken_notice(live: ScaleSet, spec: ScalesetSpec) -> Notice:

@@ -253,7 +253,8 @@ def watch_stalls(
             watch.recoveries[name] = recovery
         exhausted = recovery is not None and recovery.step is Step.RESTARTED and not acted
         severity = Severity.BLOCKED if exhausted else Severity.WAITING
-        watch.notices.append(Notice(severity, logical_of(name), stall.words()))
+        retry = severity is Severity.WAITING
+        watch.notices.append(Notice(severity, logical_of(name), stall.words(), retry=retry))
     if watch.restart:
         logger.warning(
             "GARM is not scaling %s although it was updated; restarting GARM",
