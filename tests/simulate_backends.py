@@ -48,6 +48,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import shutil
 import tempfile
 import time
 import tomllib
@@ -533,6 +534,22 @@ class PodGarm(RealGarm):
         for path in self.workdir.glob("garm.db*"):
             path.unlink()
         self._endpoint_pointed = False
+
+    def back_up_database(self, to: Path) -> None:
+        """Copy GARM's SQLite files to ``to``, GARM stopped meanwhile (a consistent copy)."""
+        self.halt()
+        to.mkdir(parents=True, exist_ok=True)
+        for path in self.workdir.glob("garm.db*"):
+            shutil.copy2(path, to / path.name)
+        self.restart()
+
+    def restore_database(self, copy: Path) -> None:
+        """Stop GARM and put back the SQLite files of an earlier :meth:`back_up_database`."""
+        self.halt()
+        for path in self.workdir.glob("garm.db*"):
+            path.unlink()
+        for path in copy.glob("garm.db*"):
+            shutil.copy2(path, self.workdir / path.name)
 
     def replan(self, environment: Mapping[str, str]) -> None:
         """Restart GARM with ``environment``; a GARM that exits at start is noted."""

@@ -86,10 +86,10 @@ def test_story_first_steps_on_postgresql(postgres: PostgresServer, tmp_path: Pat
         assert not (real_garm(backend).workdir / "garm.db").exists()
 
 
-def test_switching_a_running_sqlite_deployment_to_postgresql(
+def test_switching_a_running_sqlite_deployment_to_postgresql_recovery(
     postgres: PostgresServer, tmp_path: Path
 ):
-    """Relate PostgreSQL without emptying GARM first (what the how-to warns against)."""
+    """Relate PostgreSQL without emptying GARM first: the charm recovers on its own (ADR 0016)."""
     with open_backend(REAL, workdir=tmp_path) as backend:
         story = Story(backend.driver, backend.garm)
         deploy(story)
@@ -98,6 +98,7 @@ def test_switching_a_running_sqlite_deployment_to_postgresql(
         garm = real_garm(backend)
         github = backend.garm.github
         before = sorted(s["name"] for s in backend.garm.scalesets())
+        stale = {v.name: v.id for v in github.scalesets()}
         old_runners = {r["name"] for r in garm.instances()}
         old_controller = garm.controller()["controller_id"]
         starts = garm.starts
@@ -106,10 +107,13 @@ def test_switching_a_running_sqlite_deployment_to_postgresql(
         print("\n=== Relate PostgreSQL to the deployment running on SQLite")
         state = set_relation(backend.driver, postgresql_relation(postgres))
         story.show(state)
+        if state.unit_status != ops.ActiveStatus():
+            state = story.hook()
 
         # GARM restarted once, on the empty PostgreSQL database: a new controller, whose admin
         # the charm created again; it re-created credentials and organisations from relation
-        # data and asked for the scale sets under the same names.
+        # data, and the scale sets under the same names: GitHub's stale ones, registered by
+        # the charm through the SQLite-era GARM, were deleted in GitHub first.
         assert garm.starts == starts + 1
         assert garm.controller()["controller_id"] != old_controller
         assert sorted(c["name"] for c in backend.garm.credentials()) == [
@@ -117,20 +121,16 @@ def test_switching_a_running_sqlite_deployment_to_postgresql(
             "app-102-202",
         ]
         assert sorted(o["name"] for o in backend.garm.organizations()) == ["org-a", "org-b"]
-        # GitHub still holds the scale sets the SQLite-era GARM registered, and refuses a second
-        # one of the same name in the runner group: GARM answers 400 and creates none.
+        assert garm_rows(postgres, "scale_sets") == before
         assert sorted(v.name for v in github.scalesets()) == before
-        assert garm_rows(postgres, "scale_sets") == []
-        creates = [
-            c for c in garm.requests if c.method == "POST" and c.path.endswith("/scalesets")
-        ]
-        assert sorted(c.body["name"] for c in creates if c.status == 400) == before
-        assert state.unit_status != ops.ActiveStatus()
-        # Runners: the SQLite-era ones are unknown to GARM now, yet their servers are still in
-        # the cloud and still registered in GitHub.
-        assert garm.instances() == []
+        assert all(v.id != stale[v.name] for v in github.scalesets())
+        assert state.unit_status == ops.ActiveStatus()
+        # Runners: the SQLite-era machines are in no GARM listing (the new controller's GARM
+        # sees only servers tagged with its own id) and stay in the cloud; their GitHub
+        # registrations went with their scale sets.
+        assert old_runners.isdisjoint(r["name"] for r in garm.instances())
         assert old_runners <= provider_servers(tmp_path)
-        assert old_runners <= {r.name for r in github.runners()}
+        assert old_runners.isdisjoint(r.name for r in github.runners())
         # Providers stay published; the SQLite file is left as it was.
         assert planned_providers(state) == ["cfg-a-0", "cfg-b-0"]
         assert (garm.workdir / "garm.db").exists()

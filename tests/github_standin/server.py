@@ -391,6 +391,14 @@ class GitHubStandin:
         """Create a runner group besides ``Default`` (id 1); return its id."""
         return self.state.add_runner_group(name)
 
+    def add_scale_set(self, name: str, *, entity: str, runner_group: str = "Default") -> int:
+        """Register a scale set as someone other than GARM would; return GitHub's id for it."""
+        return self.state.add_foreign_scale_set(entity, name, runner_group)
+
+    def delete_scale_set_by_name(self, name: str) -> None:
+        """Delete the scale sets of ``name`` as a person would in GitHub's settings."""
+        self.state.delete_scale_set_named(name)
+
     def add_app_key(self, app_id: int | str, pem: str) -> str:
         """Give GitHub App ``app_id`` a key; return its fingerprint (``SHA256:<base64>``).
 

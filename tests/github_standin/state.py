@@ -269,6 +269,28 @@ class StandinState:
             self._scale_sets[record.id] = record
             return copy.deepcopy(record)
 
+    def add_foreign_scale_set(self, entity: str, name: str, group_name: str) -> int:
+        """Register a scale set as someone other than GARM would (an ARC, a person); its id.
+
+        ``entity`` is the entity URL's path (``org-b``, ``owner/repo``), the tenant GARM's
+        scale sets of that entity are in. GitHub's name rule holds as for any create.
+        """
+        with self._cond:
+            tenant = self._tenants.get(entity)
+            if tenant is None:
+                tenant = Tenant(id=next(self._next_id["tenant"]), url=f"/{entity}")
+                self._tenants[entity] = tenant
+            group = next(g for g in self._groups.values() if g.name == group_name)
+        body = {"name": name, "runnerGroupId": group.id, "labels": [{"name": "foreign"}]}
+        return self.create_scale_set(tenant.id, body).id
+
+    def delete_scale_set_named(self, name: str) -> None:
+        """Delete every scale set of ``name``, whoever registered it (a hand in GitHub)."""
+        with self._cond:
+            doomed = [(s.tenant_id, s.id) for s in self._scale_sets.values() if s.name == name]
+        for tenant_id, scale_set_id in doomed:
+            self.delete_scale_set(tenant_id, scale_set_id)
+
     def get_scale_set(self, tenant_id: int, scale_set_id: int) -> ScaleSet:
         """Return a scale set of the tenant."""
         with self._cond:
