@@ -22,6 +22,7 @@ import ops
 
 import actions
 import agent_image
+import backup_target
 import continuation
 import cos
 import database
@@ -80,10 +81,9 @@ class GarmCharm(ops.CharmBase):
         super().__init__(framework)
         for name in LIBRARY_LOGGERS:
             logging.getLogger(name).setLevel(logging.WARNING)
-        # Charm tracing to Tempo: hooks, Juju and Pebble calls, and the spans of telemetry.py.
+        # Charm tracing to Tempo: hooks, Juju and Pebble calls, the spans of telemetry.py.
         self.tracing = ops.tracing.Tracing(self, cos.TRACING_RELATION)
-        # None until a reconcile decides: hooks that do not reconcile (actions, secret
-        # housekeeping) then add no status, and Juju keeps the last one shown.
+        # None until a reconcile decides: other hooks add no status; Juju keeps the last one.
         self._outcome: Outcome | None = None
         # A configurator secret's content this hook refreshed to (secret-changed), by id.
         self._refreshed: dict[str, str] = {}
@@ -103,6 +103,7 @@ class GarmCharm(ops.CharmBase):
         framework.observe(container.pebble_check_failed, self._on_check_failed)
         framework.observe(container.pebble_custom_notice, self._on_custom_notice)
         cos.push_security_events(self)
+        self.backup = backup_target.offer(self)
 
     # --- events ------------------------------------------------------------------------------
 
@@ -132,10 +133,9 @@ class GarmCharm(ops.CharmBase):
 
     def _on_collect_app_status(self, event: ops.CollectStatusEvent) -> None:
         # Only the leader gets this event; the app shows what the leader's unit shows.
-        if self._outcome is None:
-            return
-        event.add_status(self._outcome.shown())
-        if self._outcome.units_blocked is not None:
+        if self._outcome is not None:
+            event.add_status(self._outcome.shown())
+        if self._outcome is not None and self._outcome.units_blocked is not None:
             event.add_status(self._outcome.units_blocked)
 
     def _on_get_credentials_action(self, event: ops.ActionEvent) -> None:
