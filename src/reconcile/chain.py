@@ -31,7 +31,7 @@ from garm import GarmClient, Instance, ScaleSet
 from notices import Notice, Severity
 from reconcile.agent_tools import sync_agent_tools
 from reconcile.charmed_template import apply_charmed_template
-from reconcile.controller import sync_controller
+from reconcile.controller import Controller, sync_controller
 from reconcile.credentials import CredentialReconciler
 from reconcile.endpoints import EndpointReconciler, endpoint_of
 from reconcile.entities import EntityReconciler
@@ -111,10 +111,11 @@ def run_chain(
     writes = writes or Writes()
     held = state.held
     spans = tracer()
-    version = ""
+    controller = Controller()
     if state.external_url:
         with spans.start_as_current_span("reconcile.controller_urls"):
-            version = sync_controller(client, state.external_url)
+            controller = sync_controller(client, state.external_url)
+    _replaced(memory, controller, fresh=client.first_ran)
     with spans.start_as_current_span("reconcile.endpoints"):
         endpoints = EndpointReconciler(client)
         endpoints.ensure(state.endpoints)
@@ -141,7 +142,7 @@ def run_chain(
         result = ScalesetReconciler(client, writes=writes, reclaim=reclaim).reconcile(
             specs, prune=state.prune, held=held.scalesets, held_apps=held.apps
         )
-    lost = _lost(memory.registered, result, fresh=client.first_ran)
+    lost = _lost(memory.registered, result)
     with spans.start_as_current_span("reconcile.runner_faults"):
         # One listing for every scale set: a runner the cloud refuses shows nowhere else.
         instances = client.list_instances() if result.live else []
@@ -187,29 +188,42 @@ def run_chain(
             stalls.recoveries,
             record(memory.registered, result.live, kept),
             failing,
+            controller.id or memory.controller,
         ),
         stalls.restart,
-        version,
+        controller.version,
         endpoints.held_bundles(),
         tuple(writes.unfinished),
     )
 
 
-def _lost(
-    registered: Mapping[str, Registration], result: ReconcileResult, *, fresh: bool
-) -> list[Notice]:
+def _replaced(memory: Memory, controller: Controller, *, fresh: bool) -> None:
+    """Log that GARM's database was replaced, and what it leaves in the cloud."""
+    before = memory.controller
+    if fresh and memory.registered:
+        logger.warning(
+            "GARM's database was replaced: GARM needed first-run again while this charm"
+            " remembers %d scale set(s) it registered in GitHub; recreating them",
+            len(memory.registered),
+        )
+    if before and controller.id and controller.id != before:
+        logger.warning(
+            "GARM's controller id changed from %s to %s: another database. The runner machines"
+            " GARM made before are tagged garm-controller-id=%s in the cloud, and GARM no"
+            " longer sees them: delete them there (docs/how-to/backup-and-restore.md)",
+            before,
+            controller.id,
+            before,
+        )
+
+
+def _lost(registered: Mapping[str, Registration], result: ReconcileResult) -> list[Notice]:
     """Scale sets GARM registered for the charm but no longer held at the pass's start.
 
     Only a lost or restored database (or a hand in GARM) makes them: logged, and while any is
     missing, in the status.
     """
     lost = sorted(result.absent & registered.keys())
-    if fresh and registered:
-        logger.warning(
-            "GARM's database was replaced: GARM needed first-run again while this charm"
-            " remembers %d scale set(s) it registered in GitHub; recreating them",
-            len(registered),
-        )
     if not lost:
         return []
     logger.warning(

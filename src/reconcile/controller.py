@@ -2,7 +2,8 @@
 
 Owns the URLs GARM hands out (metadata, callback, webhook, agent), derived from GARM's external
 base URL, and their update when GARM has others. Returns GARM's version as the controller
-reports it, for the charm to show. Knows GARM through the client; must not import ops.
+reports it, for the charm to show, and its controller id. Knows GARM through the client; must
+not import ops.
 """
 
 from __future__ import annotations
@@ -50,8 +51,20 @@ def controller_urls(base_url: str) -> ControllerUrls:
     )
 
 
-def sync_controller(client: GarmClient, base_url: str) -> str:
-    """Set GARM's controller URLs where they differ; return GARM's version ("" if unknown).
+@dataclasses.dataclass(frozen=True)
+class Controller:
+    """GARM's controller as it reports itself: its version and id ("" when unknown).
+
+    The id is made at GARM's first-run and kept in its database: another id means another
+    database, and GARM tags its runners' servers with it (``garm-controller-id``).
+    """
+
+    version: str = ""
+    id: str = ""
+
+
+def sync_controller(client: GarmClient, base_url: str) -> Controller:
+    """Set GARM's controller URLs where they differ; return GARM's version and controller id.
 
     Raises:
         GarmApiError: GARM failed to answer or refused the update (the pass ends).
@@ -63,4 +76,4 @@ def sync_controller(client: GarmClient, base_url: str) -> str:
     if any(getattr(current, key) != value for key, value in wanted.items()):
         logger.info("Setting GARM controller URLs to base %s", urls.metadata_url)
         client.update_controller(**wanted)
-    return current.version or ""
+    return Controller(current.version or "", current.controller_id or "")

@@ -19,6 +19,7 @@ A pass learns things the next one needs and GARM cannot tell it (:class:`Memory`
   endpoint and runner group (``scalesets.reclaim.Registration``): GARM's own record of them is
   lost with its database, GitHub's is not (ADR 0016).
 - ``failing-since``: when each lasting failure was first seen (``escalation``).
+- ``garm-controller``: GARM's controller id as last read; another one means another database.
 
 Owns the memory's types and their encoding as string fields (:func:`encode`, :func:`decode`);
 where the fields are kept is the charm's (``peer_record``). The chain reads a ``Memory`` and
@@ -46,6 +47,7 @@ INCUMBENTS_KEY = "incumbents"
 STALLS_KEY = "stalled-scalesets"
 REGISTERED_KEY = "github-scalesets"
 FAILING_KEY = "failing-since"
+CONTROLLER_KEY = "garm-controller"
 
 
 @dataclass(frozen=True)
@@ -74,6 +76,7 @@ class Memory:
         stalls: what was done about each scale set GARM stopped scaling, while it is short.
         registered: the GitHub scale sets GARM registered, per scale-set name.
         failing: since when each lasting failure (a notice's ``subject: text``) has been seen.
+        controller: GARM's controller id as the last pass read it ("" when never read).
     """
 
     sent: dict[str, str] | None = None
@@ -82,6 +85,7 @@ class Memory:
     stalls: dict[str, Recovery] = field(default_factory=dict[str, Recovery])
     registered: dict[str, Registration] = field(default_factory=dict[str, Registration])
     failing: dict[str, datetime] = field(default_factory=dict[str, datetime])
+    controller: str = ""
 
 
 def decode(fields: Mapping[str, str]) -> Memory:
@@ -106,6 +110,7 @@ def decode(fields: Mapping[str, str]) -> Memory:
         stalls,
         _registered(_object(fields, REGISTERED_KEY)),
         _failing(_object(fields, FAILING_KEY)),
+        fields.get(CONTROLLER_KEY, ""),
     )
 
 
@@ -131,6 +136,8 @@ def encode(memory: Memory, present: Collection[str]) -> dict[str, str]:
     wanted[REGISTERED_KEY] = json.dumps(registered, separators=(",", ":"))
     failing = {key: at.isoformat() for key, at in sorted(memory.failing.items())}
     wanted[FAILING_KEY] = json.dumps(failing)
+    if memory.controller:
+        wanted[CONTROLLER_KEY] = memory.controller
     held = memory.incumbents
     if held.scalesets or held.entities or held.credentials:
         record: dict[str, object] = {

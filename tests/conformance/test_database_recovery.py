@@ -143,7 +143,10 @@ def test_lost_database_recovery_brings_the_scale_sets_back(
         assert all(github_ids(backend)[name] != stale[name] for name in before)
         deleted = {str(e["object"]) for e in security_events(caplog, "sensitive_delete")}
         assert {f"github-scale-set/{name}" for name in before} <= deleted
-        assert any("GARM's database was replaced" in r.getMessage() for r in caplog.records)
+        logged = [r.getMessage() for r in caplog.records]
+        assert any("GARM's database was replaced" in line for line in logged)
+        # The lost database's runner machines are named by the tag they carry in the cloud.
+        assert any(f"garm-controller-id={old_controller}" in line for line in logged)
         # The recovered scale sets run jobs again.
         runner = a_queued_job_gets_a_runner(backend, before[0])
         assert runner not in old_runners

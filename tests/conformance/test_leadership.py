@@ -160,14 +160,16 @@ def test_new_leader_refuses_and_the_old_database_resumes_after_scaling_to_one(
     assert _creates(github) == [200]
 
 
-def test_taking_over_with_an_empty_database_cannot_register_the_scale_sets_again(
+def test_taking_over_with_an_empty_database_registers_the_scale_sets_again_recovery(
     tmp_path: Path, unit_0: CharmDriver, garm_a: RealGarm, garm_b: RealGarm, github: GitHubStandin
 ):
     """What a new leader on an empty SQLite database does while the old registration remains.
 
     This is the path ADR 0007 refuses while the database's unit is still in the application,
     and the one left when that unit is gone: GitHub keeps the old registration and refuses the
-    same name again, so the new GARM cannot create the scale set.
+    same name again. The application's memory (``garm-peers``) holds the GitHub id the old GARM
+    registered, so the new leader deletes that stale scale set in GitHub and creates it again
+    (ADR 0016).
     """
     (registered,) = github.scalesets()
     unit_0.state = dataclasses.replace(unit_0.state, leader=False)
@@ -185,7 +187,8 @@ def test_taking_over_with_an_empty_database_cannot_register_the_scale_sets_again
 
     assert [c.status for c in garm_b.requests if c.path.endswith("/first-run")] == [200]
     assert _leadership(unit_1) == {"leader": "garm/1", "garm-unit": "garm/1"}
-    assert garm_b.scalesets() == []
-    assert [s.id for s in github.scalesets()] == [registered.id]
-    assert _creates(github) == [200, 400]
-    assert unit_1.state.unit_status != ops.ActiveStatus()
+    assert [s["name"] for s in garm_b.scalesets()] == [registered.name]
+    (again,) = github.scalesets()
+    assert again.name == registered.name and again.id != registered.id
+    assert _creates(github) == [200, 400, 200]
+    assert unit_1.state.unit_status == ops.ActiveStatus()
