@@ -62,7 +62,8 @@ def test_a_lasting_failure_is_blocked_with_what_garm_said_and_since_when(
     state = driver.run(driver.ctx.on.update_status())
 
     assert state.unit_status == ops.BlockedStatus(
-        f"cfg-a-runners: GARM failed on it (500): Server error, since {long_ago:%Y-%m-%d %H:%M} UTC"
+        "cfg-a-runners: GARM failed on it (500): Server error,"
+        f" since {long_ago:%Y-%m-%d %H:%M} UTC"
     )
     assert failing_since(driver) == {RETRIED: long_ago.isoformat()}
 
