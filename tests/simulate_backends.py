@@ -421,10 +421,12 @@ class RealStoryGarm:
         if not self.await_state(f"GARM to acquire job {job_id}", lambda: self._assigned(job_id)):
             raise AssertionError(f"GARM did not acquire job {job_id}")
         self._settle_demand(scaleset_name)
-        idle = [r for r in self.real.instances(scaleset_name) if is_idle(r)]
-        if not idle:
+        # GitHub starts a job only on a runner registered with it: a restored database can list
+        # a runner whose registration is gone since the copy, until GARM's consolidation.
+        known = f"an idle runner of {scaleset_name} that GitHub knows"
+        if not self.await_state(known, lambda: self._idle_known(scaleset_name)):
             raise AssertionError(f"no idle runner of {scaleset_name} to start job {job_id} on")
-        runner = str(idle[0]["name"])
+        runner = self._idle_known(scaleset_name)[0]
         self.github.start_job(job_id, runner)
         print(f"  (the stand-in starts job {job_id} on {runner})")
         if not self.await_state(
@@ -494,6 +496,11 @@ class RealStoryGarm:
 
     def _assigned(self, job_id: int) -> bool:
         return any(j.id == job_id and j.state == "assigned" for j in self.github.jobs())
+
+    def _idle_known(self, scaleset_name: str) -> list[str]:
+        registered = {r.name for r in self.github.runners()}
+        idle = (str(r["name"]) for r in self.real.instances(scaleset_name) if is_idle(r))
+        return [name for name in idle if name in registered]
 
     def _runner_busy(self, scaleset_name: str, runner: str) -> bool:
         return any(r["name"] == runner and is_busy(r) for r in self.real.instances(scaleset_name))

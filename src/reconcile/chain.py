@@ -186,7 +186,7 @@ def run_chain(
             faults,
             incumbents_of(result.live, held_credentials),
             stalls.recoveries,
-            record(memory.registered, result.live, kept),
+            record(memory.registered, result.live, kept, result.unsettled),
             failing,
             controller.id or memory.controller,
         ),

@@ -225,3 +225,49 @@ def test_a_foreign_github_scale_set_of_a_managed_name_is_never_deleted_recovery(
         assert states
 
     converged(tmp_path, foreign)
+
+
+def test_restored_database_from_before_a_configurator_came_back_recovery(tmp_path: Path):
+    """GARM restored with a scale set under a GitHub id the charm has replaced since.
+
+    cfg-a left and was related again after the copy: GitHub holds its scale set under the new
+    id, the restored GARM under the old one, and GARM's worker refuses to run it ("scale set
+    already exists in github and it differs from the ID we know"). The later registration is
+    the charm's and no GARM uses it: the charm deletes it, GARM registers the scale set again.
+    """
+
+    def came_back(backend: Backend, story: Story) -> None:
+        copy = tmp_path / "backup"
+        real_garm(backend).back_up_database(copy)
+        story.garm.let_work(None)
+        story.hook()
+        a_name = live_name(backend.garm, "cfg-a")
+        restored = (backend.garm.scaleset_by_name(a_name) or {}).get("scale_set_id")
+        cfg_a = configurator("cfg-a", relation_id=1, org="org-a", labels="linux,x64")
+        backend.driver.remove_relation(cfg_a.relation)
+        story.until(
+            "cfg-a's scale set gone",
+            lambda _: backend.garm.scaleset_by_name(a_name) is None,
+            awaiting=f"GARM to remove the idle runner of the disabled {a_name}",
+        )
+        cfg_a = configurator("cfg-a", relation_id=3, org="org-a", labels="linux,x64")
+        backend.driver.add_configurator(cfg_a)
+        later = github_ids(backend)[a_name]
+
+        print("\n=== GARM's database is restored from the copy taken before cfg-a left")
+        real_garm(backend).restore_database(copy)
+        states = until_active(story, replace_pod(backend))
+
+        def registered_again() -> bool:
+            scaleset = backend.garm.scaleset_by_name(a_name) or {}
+            held = github_ids(backend).get(a_name)
+            return held is not None and held == scaleset.get("scale_set_id") != restored
+
+        assert story.garm.await_state("GARM registers cfg-a's scale set again", registered_again)
+        assert later != restored
+        assert github_names(backend)[a_name] == 1
+        assert github_ids(backend)[a_name] not in (later, restored)
+        assert states[-1].unit_status == ops.ActiveStatus()
+        a_queued_job_gets_a_runner(backend, a_name)
+
+    converged(tmp_path, came_back)

@@ -29,7 +29,13 @@ from typing import TypeVar
 import security_events
 from desired_state import DesiredState, ScalesetSpec, app_of_provider, entity_key
 from garm import Endpoint, GarmApiError, GarmClient, ScaleSet
-from github_actions import ActionsClient, GitHubError, GitHubTarget, refused_as_taken
+from github_actions import (
+    ActionsClient,
+    GitHubError,
+    GitHubScaleSet,
+    GitHubTarget,
+    refused_as_taken,
+)
 from notices import Notice, Severity
 from reconcile.containment import contain
 from reconcile.endpoints import endpoint_of, stored_bundle
@@ -64,23 +70,25 @@ def record(
     before: Mapping[str, Registration],
     live: Iterable[ScaleSet],
     wanted: Collection[str],
+    unsettled: Collection[str] = (),
 ) -> dict[str, Registration]:
     """The registrations after a pass.
 
-    Every scale set GARM lists on a configurator's provider adds its GitHub id; a name GARM no
-    longer lists is kept while a spec still wants it under that name (it is what a lost
-    database leaves in GitHub), and forgotten otherwise (the charm deleted it, with GARM).
+    The id GARM lists for a scale set on a configurator's provider becomes the latest of its
+    name; a name GARM no longer lists is kept while a spec still wants it under that name (it
+    is what a lost database leaves in GitHub), and forgotten otherwise (the charm deleted it,
+    with GARM). An ``unsettled`` name (GARM's id older than the charm's, not yet cleared up:
+    :meth:`Reclaim.outdated`) keeps its ids as they were.
     """
     after = {name: entry for name, entry in before.items() if name in wanted}
     for scaleset in live:
-        if not scaleset.name or not scaleset.scale_set_id:
+        if not scaleset.name or not scaleset.scale_set_id or scaleset.name in unsettled:
             continue
         if not app_of_provider(scaleset.provider_name or ""):
             continue
         entry = after.get(scaleset.name) or before.get(scaleset.name)
-        ids = entry.ids if entry is not None else ()
-        if scaleset.scale_set_id not in ids:
-            ids = (*ids, scaleset.scale_set_id)[-KEPT_IDS:]
+        ids = tuple(i for i in (entry.ids if entry else ()) if i != scaleset.scale_set_id)
+        ids = (*ids, scaleset.scale_set_id)[-KEPT_IDS:]
         group = scaleset.github_runner_group or DEFAULT_GROUP
         after[scaleset.name] = Registration(endpoint_of(scaleset.endpoint), group, ids)
     return after
@@ -101,6 +109,50 @@ class Reclaim:
         """Take the registrations remembered and a way to reach GitHub for a spec's entity."""
         self._registered = registered
         self._open_github = open_github
+        # Names whose GARM record is older than the charm's and not cleared up yet (``record``).
+        self.unsettled: set[str] = set()
+        self._lock = threading.Lock()
+
+    def outdated(self, spec: ScalesetSpec, live: ScaleSet, notices: list[Notice]) -> None:
+        """Clear GitHub's later registration of a scale set GARM holds under an older id.
+
+        A database restored from a copy older than the charm's memory can hold a scale set
+        under a GitHub id the charm has since replaced (its configurator was removed and related
+        again, say). GARM's worker then refuses to run it: GitHub holds the name under another
+        id. That later registration is the charm's (a recorded id) and no GARM uses it: it is
+        deleted, and GARM's worker registers the scale set again on its next try.
+        """
+        entry = self._registered.get(live.name or "")
+        if entry is None or not entry.ids or not live.scale_set_id or not live.name:
+            return
+        if live.scale_set_id == entry.ids[-1] or entry.endpoint != spec.endpoint:
+            return
+        with self._lock:
+            self.unsettled.add(live.name)
+        github = self._open_github(spec)
+        if github is None:
+            return
+        try:
+            with github:
+                found = github.find(live.name, live.github_runner_group or DEFAULT_GROUP)
+                if found is None or found.id == live.scale_set_id:
+                    with self._lock:
+                        self.unsettled.discard(live.name)
+                elif found.id in entry.ids:
+                    github.delete(found.id)
+                    security_events.deleted_in_github("scale-set", live.name, found.id)
+                    logger.warning(
+                        "GARM holds scale set %r under GitHub id %s, older than the charm's %s"
+                        " (a restored database); deleted %s in GitHub so GARM registers it again",
+                        live.name,
+                        live.scale_set_id,
+                        found.id,
+                        found.id,
+                    )
+                else:
+                    self._foreign(spec, live.name, found, DEFAULT_GROUP, notices)
+        except GitHubError as exc:
+            logger.warning("Scale set %r: asking GitHub failed: %s; will retry", live.name, exc)
 
     def reclaim(
         self, spec: ScalesetSpec, live_name: str, error: GarmApiError, notices: list[Notice]
@@ -159,24 +211,7 @@ class Reclaim:
             return Verdict.RECLAIMED
         entry = self._registered.get(live_name)
         if entry is None or entry.endpoint != spec.endpoint or found.id not in entry.ids:
-            logger.error(
-                "GitHub holds a scale set named %r in runner group %r (id %s) that this charm"
-                " never registered; it is not the charm's to delete. Delete or rename it in"
-                " GitHub for scale set %r of %s to be created",
-                live_name,
-                found.runner_group_name or group,
-                found.id,
-                spec.name,
-                spec.source or "its configurator",
-            )
-            notices.append(
-                Notice(
-                    Severity.BLOCKED,
-                    spec.name,
-                    f"GitHub holds {live_name} in runner group {found.runner_group_name or group}"
-                    f" (id {found.id}), not this charm's: delete it in GitHub",
-                )
-            )
+            self._foreign(spec, live_name, found, group, notices)
             return Verdict.HELD
         github.delete(found.id)
         security_events.deleted_in_github("scale-set", live_name, found.id)
@@ -187,6 +222,33 @@ class Reclaim:
             found.id,
         )
         return Verdict.RECLAIMED
+
+    @staticmethod
+    def _foreign(
+        spec: ScalesetSpec,
+        live_name: str,
+        found: GitHubScaleSet,
+        group: str,
+        notices: list[Notice],
+    ) -> None:
+        logger.error(
+            "GitHub holds a scale set named %r in runner group %r (id %s) that this charm"
+            " never registered; it is not the charm's to delete. Delete or rename it in"
+            " GitHub for scale set %r of %s to run",
+            live_name,
+            found.runner_group_name or group,
+            found.id,
+            spec.name,
+            spec.source or "its configurator",
+        )
+        notices.append(
+            Notice(
+                Severity.BLOCKED,
+                spec.name,
+                f"GitHub holds {live_name} in runner group {found.runner_group_name or group}"
+                f" (id {found.id}), not this charm's: delete it in GitHub",
+            )
+        )
 
 
 def reclaiming(

@@ -67,6 +67,7 @@ class ReconcileResult:
         notices: specs held back this pass and orphans still draining, for the status.
         wanted: the live names the desired specs want this pass (their active generation).
         absent: those of ``wanted`` GARM did not hold at the pass's start.
+        unsettled: names GARM holds under a GitHub id older than the charm's, not cleared up.
     """
 
     progress: list[ScalesetProgress]
@@ -74,6 +75,7 @@ class ReconcileResult:
     notices: list[Notice] = field(default_factory=list[Notice])
     wanted: frozenset[str] = frozenset()
     absent: frozenset[str] = frozenset()
+    unsettled: frozenset[str] = frozenset()
 
 
 class ScalesetReconciler:
@@ -234,6 +236,7 @@ class _Pass:
             self.notices + self.sweep.notices,
             wanted,
             wanted - observed.keys(),
+            frozenset(self.reclaim.unsettled if self.reclaim else ()),
         )
 
     def _disable(self, scaleset: ScaleSet, _: list[Notice]) -> None:
@@ -295,6 +298,8 @@ class _Pass:
         template_id = self.templates.ensure(spec, active)
         desired_extra = dict(params.extra_specs or {})
         if active in observed:
+            if self.reclaim is not None:
+                self.reclaim.outdated(spec, observed[active], notices)
             self._maybe_update(observed[active], spec, desired_extra, template_id)
         else:
             ensured = template_id or spec.template_id or None

@@ -180,3 +180,58 @@ def test_registrations_follow_garm_and_keep_what_a_lost_database_leaves():
     }
     many = record({NAME: Registration("github.com", "Default", (1, 2, 3, 4))}, live, set())
     assert many[NAME].ids == (2, 3, 4, 9)
+    moved = record({NAME: Registration("github.com", "Default", (9, 3))}, live, {NAME})
+    assert moved[NAME].ids == (3, 9)
+    unsettled = record({NAME: Registration("github.com", "Default", (9, 3))}, live, {NAME}, {NAME})
+    assert unsettled[NAME].ids == (9, 3)
+
+
+def restored(scale_set_id: int) -> ScaleSet:
+    """GARM's record of the scale set, as a database restored from a copy holds it."""
+    return ScaleSet(name=NAME, scale_set_id=scale_set_id, provider_name="cfg-a-0")
+
+
+def test_a_later_registration_of_the_charm_s_is_deleted_for_garm_s_older_one(
+    github: GitHubStandin,
+):
+    later = github.add_scale_set(NAME, entity="org-a")
+    older = later + 100  # an id GitHub gave before (the stand-in's ids start at 1)
+    reclaim = Reclaim(registered(older, later), lambda _: door(github))
+    notices: list = []
+
+    reclaim.outdated(spec(), restored(older), notices)
+
+    assert github.scalesets() == []
+    assert reclaim.unsettled == {NAME}
+    assert notices == []
+
+
+def test_garm_s_id_held_by_github_settles_the_name(github: GitHubStandin):
+    held = github.add_scale_set(NAME, entity="org-a")
+    reclaim = Reclaim(registered(held, held + 1), lambda _: door(github))
+
+    reclaim.outdated(spec(), restored(held), [])
+
+    assert [v.id for v in github.scalesets()] == [held]
+    assert reclaim.unsettled == set()
+
+
+def test_a_later_registration_the_charm_never_made_is_never_deleted(github: GitHubStandin):
+    foreign = github.add_scale_set(NAME, entity="org-a")
+    reclaim = Reclaim(registered(foreign + 1, foreign + 2), lambda _: door(github))
+    notices: list = []
+
+    reclaim.outdated(spec(), restored(foreign + 1), notices)
+
+    assert [v.id for v in github.scalesets()] == [foreign]
+    assert [(n.severity, n.subject) for n in notices] == [(Severity.BLOCKED, "cfg-a-runners")]
+
+
+def test_garm_holding_the_latest_id_asks_github_nothing(github: GitHubStandin):
+    reclaim = Reclaim(registered(3, 9), lambda _: door(github))
+
+    reclaim.outdated(spec(), restored(9), [])
+    reclaim.outdated(spec(), ScaleSet(name="by-hand", scale_set_id=3), [])
+
+    assert github.requests == []
+    assert reclaim.unsettled == set()
