@@ -31,15 +31,19 @@ def _charm():
     return GarmCharm
 
 
-def test_leader_offers_garm_volume_to_the_backup_charm(tmp_path: Path):
+def relate_velero(tmp_path: Path, *, leader: bool) -> tuple[testing.State, dict[str, str]]:
+    """Relate a Velero integrator; the state before and the charm's application data after."""
     relation = testing.Relation("k8s-backup-target", remote_app_name="velero-integrator")
     ctx = testing.Context(_charm())
-    state = offline(tmp_path, leader=True)
+    state = offline(tmp_path, leader=leader)
     state = dataclasses.replace(state, relations={*state.relations, relation})
-
     out = ctx.run(ctx.on.relation_created(relation), state)
+    return state, dict(out.get_relation(relation.id).local_app_data)
 
-    published = out.get_relation(relation.id).local_app_data
+
+def test_leader_offers_garm_volume_to_the_backup_charm(tmp_path: Path):
+    state, published = relate_velero(tmp_path, leader=True)
+
     assert json.loads(published["backup_targets"]) == [
         {
             "app": "garm",
@@ -59,11 +63,6 @@ def test_leader_offers_garm_volume_to_the_backup_charm(tmp_path: Path):
 
 
 def test_a_non_leader_offers_nothing(tmp_path: Path):
-    relation = testing.Relation("k8s-backup-target", remote_app_name="velero-integrator")
-    ctx = testing.Context(_charm())
-    state = offline(tmp_path, leader=False)
-    state = dataclasses.replace(state, relations={*state.relations, relation})
+    _, published = relate_velero(tmp_path, leader=False)
 
-    out = ctx.run(ctx.on.relation_created(relation), state)
-
-    assert "backup_targets" not in out.get_relation(relation.id).local_app_data
+    assert "backup_targets" not in published
