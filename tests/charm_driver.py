@@ -91,6 +91,14 @@ JUJU_WRITES = ("relation_set", "secret_set", "secret_add")
 SCENARIO_FILESYSTEM_WARNING = "Container 'garm' has a non-empty filesystem"
 
 
+def replaced_database(controller_id: str) -> ops.ActiveStatus:
+    """Active, naming the runner machines a replaced GARM database left (``leftovers``)."""
+    return ops.ActiveStatus(
+        "GARM: runner machines of its replaced database may remain:"
+        f" garm-controller-id={controller_id}"
+    )
+
+
 def admin_credentials(state: testing.State) -> tuple[str, str] | None:
     """The GARM admin the charm created (its owned secret), once it exists."""
     for secret in state.secrets:

@@ -36,6 +36,7 @@ from reconcile.credentials import CredentialReconciler
 from reconcile.endpoints import EndpointReconciler, endpoint_of
 from reconcile.entities import EntityReconciler
 from reconcile.escalation import escalate
+from reconcile.leftovers import leftover_notices, replaced_controllers
 from reconcile.memory import Memory, RememberedFault
 from reconcile.scalesets.faults import carry_faults, fault_notices
 from reconcile.scalesets.names import logical_of
@@ -115,7 +116,7 @@ def run_chain(
     if state.external_url:
         with spans.start_as_current_span("reconcile.controller_urls"):
             controller = sync_controller(client, state.external_url)
-    _replaced(memory, controller, fresh=client.first_ran)
+    _replaced(memory, fresh=client.first_ran)
     with spans.start_as_current_span("reconcile.endpoints"):
         endpoints = EndpointReconciler(client)
         endpoints.ensure(state.endpoints)
@@ -174,7 +175,9 @@ def run_chain(
     held_credentials = credential_holders(
         state.credentials, credentials.sent, memory.incumbents.credentials
     )
-    notices, failing = escalate(notices, memory.failing, datetime.now(UTC))
+    now = datetime.now(UTC)
+    replaced = replaced_controllers(memory.controller, controller.id, memory.replaced, now)
+    notices, failing = escalate([*notices, *leftover_notices(replaced)], memory.failing, now)
     kept = result.wanted | {
         name for name in memory.registered if logical_of(name) in held.scalesets
     }
@@ -189,6 +192,7 @@ def run_chain(
             record(memory.registered, result.live, kept, result.unsettled),
             failing,
             controller.id or memory.controller,
+            replaced,
         ),
         stalls.restart,
         controller.version,
@@ -197,23 +201,13 @@ def run_chain(
     )
 
 
-def _replaced(memory: Memory, controller: Controller, *, fresh: bool) -> None:
-    """Log that GARM's database was replaced, and what it leaves in the cloud."""
-    before = memory.controller
+def _replaced(memory: Memory, *, fresh: bool) -> None:
+    """Log that GARM's database was replaced while the charm remembers its scale sets."""
     if fresh and memory.registered:
         logger.warning(
             "GARM's database was replaced: GARM needed first-run again while this charm"
             " remembers %d scale set(s) it registered in GitHub; recreating them",
             len(memory.registered),
-        )
-    if before and controller.id and controller.id != before:
-        logger.warning(
-            "GARM's controller id changed from %s to %s: another database. The runner machines"
-            " GARM made before are tagged garm-controller-id=%s in the cloud, and GARM no"
-            " longer sees them: delete them there (docs/how-to/backup-and-restore.md)",
-            before,
-            controller.id,
-            before,
         )
 
 

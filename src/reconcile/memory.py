@@ -20,6 +20,8 @@ A pass learns things the next one needs and GARM cannot tell it (:class:`Memory`
   lost with its database, GitHub's is not (ADR 0016).
 - ``failing-since``: when each lasting failure was first seen (``escalation``).
 - ``garm-controller``: GARM's controller id as last read; another one means another database.
+- ``replaced-controllers``: the controller ids of replaced databases whose runner machines may
+  remain in the cloud, with when each was replaced (``leftovers``).
 
 Owns the memory's types and their encoding as string fields (:func:`encode`, :func:`decode`);
 where the fields are kept is the charm's (``peer_record``). The chain reads a ``Memory`` and
@@ -48,6 +50,7 @@ STALLS_KEY = "stalled-scalesets"
 REGISTERED_KEY = "github-scalesets"
 FAILING_KEY = "failing-since"
 CONTROLLER_KEY = "garm-controller"
+REPLACED_KEY = "replaced-controllers"
 
 
 @dataclass(frozen=True)
@@ -77,6 +80,7 @@ class Memory:
         registered: the GitHub scale sets GARM registered, per scale-set name.
         failing: since when each lasting failure (a notice's ``subject: text``) has been seen.
         controller: GARM's controller id as the last pass read it ("" when never read).
+        replaced: controller ids of replaced databases still named, with when replaced.
     """
 
     sent: dict[str, str] | None = None
@@ -86,6 +90,7 @@ class Memory:
     registered: dict[str, Registration] = field(default_factory=dict[str, Registration])
     failing: dict[str, datetime] = field(default_factory=dict[str, datetime])
     controller: str = ""
+    replaced: dict[str, datetime] = field(default_factory=dict[str, datetime])
 
 
 def decode(fields: Mapping[str, str]) -> Memory:
@@ -111,6 +116,7 @@ def decode(fields: Mapping[str, str]) -> Memory:
         _registered(_object(fields, REGISTERED_KEY)),
         _failing(_object(fields, FAILING_KEY)),
         fields.get(CONTROLLER_KEY, ""),
+        _failing(_object(fields, REPLACED_KEY)),
     )
 
 
@@ -136,6 +142,8 @@ def encode(memory: Memory, present: Collection[str]) -> dict[str, str]:
     wanted[REGISTERED_KEY] = json.dumps(registered, separators=(",", ":"))
     failing = {key: at.isoformat() for key, at in sorted(memory.failing.items())}
     wanted[FAILING_KEY] = json.dumps(failing)
+    replaced = {cid: at.isoformat() for cid, at in sorted(memory.replaced.items())}
+    wanted[REPLACED_KEY] = json.dumps(replaced)
     if memory.controller:
         wanted[CONTROLLER_KEY] = memory.controller
     held = memory.incumbents
@@ -200,6 +208,7 @@ def _registered(raw: dict[str, object]) -> dict[str, Registration]:
 
 
 def _failing(raw: dict[str, object]) -> dict[str, datetime]:
+    """Times by key (`failing-since`, `replaced-controllers`); an unreadable one is left out."""
     failing: dict[str, datetime] = {}
     for key, at in raw.items():
         if isinstance(at, str):

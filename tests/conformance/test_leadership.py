@@ -19,7 +19,7 @@ from ops import testing
 from scenario.context import _Event  # pyright: ignore[reportPrivateUsage]
 
 from leadership import GARM_UNIT_KEY, LEADER_KEY
-from tests.charm_driver import CharmDriver, base_state
+from tests.charm_driver import CharmDriver, base_state, replaced_database
 from tests.conformance.test_charm import quiet_configurator
 from tests.github_standin import GitHubStandin
 from tests.real_garm.github_apps import register_configured_apps
@@ -172,6 +172,7 @@ def test_taking_over_with_an_empty_database_registers_the_scale_sets_again_recov
     (ADR 0016).
     """
     (registered,) = github.scalesets()
+    old_controller = garm_a.controller()["controller_id"]
     unit_0.state = dataclasses.replace(unit_0.state, leader=False)
     unit_0.run(LEADER_SETTINGS_CHANGED)
     assert garm_a.pid is None
@@ -191,4 +192,5 @@ def test_taking_over_with_an_empty_database_registers_the_scale_sets_again_recov
     (again,) = github.scalesets()
     assert again.name == registered.name and again.id != registered.id
     assert _creates(github) == [200, 400, 200]
-    assert unit_1.state.unit_status == ops.ActiveStatus()
+    # Active, naming the machines garm/0's GARM made in the cloud by their controller's tag.
+    assert unit_1.state.unit_status == replaced_database(old_controller)

@@ -19,7 +19,7 @@ import pytest
 from ops import testing
 
 import database
-from tests.charm_driver import CharmDriver, configurator, planned_providers
+from tests.charm_driver import CharmDriver, configurator, planned_providers, replaced_database
 from tests.log_secrets import register_secret
 from tests.real_garm.postgres import DATABASE, PostgresServer, started_or_skipped
 from tests.simulate import Story, deploy, integrate, runners_come_up
@@ -107,7 +107,7 @@ def test_switching_a_running_sqlite_deployment_to_postgresql_recovery(
         print("\n=== Relate PostgreSQL to the deployment running on SQLite")
         state = set_relation(backend.driver, postgresql_relation(postgres))
         story.show(state)
-        if state.unit_status != ops.ActiveStatus():
+        if state.unit_status != replaced_database(old_controller):
             state = story.hook()
 
         # GARM restarted once, on the empty PostgreSQL database: a new controller, whose admin
@@ -124,7 +124,8 @@ def test_switching_a_running_sqlite_deployment_to_postgresql_recovery(
         assert garm_rows(postgres, "scale_sets") == before
         assert sorted(v.name for v in github.scalesets()) == before
         assert all(v.id != stale[v.name] for v in github.scalesets())
-        assert state.unit_status == ops.ActiveStatus()
+        # The SQLite-era machines are named in the status by their controller's tag.
+        assert state.unit_status == replaced_database(old_controller)
         # Runners: the SQLite-era machines are in no GARM listing (the new controller's GARM
         # sees only servers tagged with its own id) and stay in the cloud; their GitHub
         # registrations went with their scale sets.

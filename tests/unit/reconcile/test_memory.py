@@ -17,6 +17,7 @@ from reconcile.memory import (
     decode,
     encode,
 )
+from reconcile.scalesets.reclaim import Registration
 from reconcile.scalesets.stall import Recovery, Step
 
 AT = datetime(2026, 12, 4, 10, 0, tzinfo=UTC)
@@ -29,6 +30,10 @@ FULL = Memory(
         {"app-1-2": ("cfg-a", "d" * 64)},
     ),
     stalls={"small-18515357": Recovery(Step.UPDATED, AT, AT)},
+    registered={"small-18515357": Registration("github.com", "Default", (3, 9))},
+    failing={"small: GARM failed on it (500); will retry": AT},
+    controller="new-id",
+    replaced={"old-id": AT},
 )
 
 

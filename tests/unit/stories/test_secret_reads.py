@@ -23,6 +23,7 @@ from tests.charm_driver import (
     configurator,
     deployed,
     planned_env,
+    replaced_database,
 )
 from tests.garm_emulator import GarmEmulator
 from tests.log_secrets import register_secret
@@ -114,7 +115,7 @@ def test_a_rotated_password_reaches_the_plan_in_its_secret_changed_hook(
 
 
 def test_a_garm_that_lost_its_credentials_is_sent_the_keys_again(
-    driver: CharmDriver, tmp_path: Path
+    driver: CharmDriver, garm: GarmEmulator
 ) -> None:
     own = own_secret_reads(driver)
     driver.add_configurator(configurator("cfg-a", relation_id=1))
@@ -130,6 +131,7 @@ def test_a_garm_that_lost_its_credentials_is_sent_the_keys_again(
         replaced.run(replaced.ctx.on.update_status())
         assert [c["name"] for c in fresh.credentials()] == ["app-101-202"]
         assert replaced.tool_calls["secret_get"] == own + 1  # the App key, once
-        assert replaced.state.unit_status == ops.ActiveStatus()
+        lost = garm.state.controller.controller_id
+        assert replaced.state.unit_status == replaced_database(lost)
     finally:
         fresh.stop()
