@@ -192,12 +192,19 @@ def test_restored_database_from_before_a_label_change_recovery(tmp_path: Path):
                 break
             story.garm.let_work(None)
             state = story.hook()
-        if sorted(s["name"] for s in backend.garm.scalesets()) != after:
+        lingering = [
+            r.get("status")
+            for s in backend.garm.scalesets()
+            if s["name"] not in after
+            for r in backend.garm.instances(s["name"])
+        ]
+        if lingering and set(lingering) == {"pending_delete"}:
             pytest.xfail(
                 "measured on GARM afda4e76: the restored database's runner of the old"
                 " generation (its machine and GitHub registration gone since the copy) stays"
                 f" pending_delete, so its drain waits for the drain deadline: {state.unit_status}"
             )
+        assert sorted(s["name"] for s in backend.garm.scalesets()) == after
         assert github_names(backend) == Counter(after)
 
     converged(tmp_path, restored)
