@@ -132,9 +132,10 @@ class Reclaim:
         github = self._open_github(spec)
         if github is None:
             return
+        group = live.github_runner_group or DEFAULT_GROUP
         try:
             with github:
-                found = github.find(live.name, live.github_runner_group or DEFAULT_GROUP)
+                found = github.find(live.name, group)
                 if found is None or found.id == live.scale_set_id:
                     with self._lock:
                         self.unsettled.discard(live.name)
@@ -150,9 +151,9 @@ class Reclaim:
                         found.id,
                     )
                 else:
-                    self._foreign(spec, live.name, found, DEFAULT_GROUP, notices)
+                    self._foreign(spec, live.name, found, group, notices)
         except GitHubError as exc:
-            logger.warning("Scale set %r: asking GitHub failed: %s; will retry", live.name, exc)
+            _github_failed(spec, live.name, exc, notices)
 
     def reclaim(
         self, spec: ScalesetSpec, live_name: str, error: GarmApiError, notices: list[Notice]
@@ -179,22 +180,7 @@ class Reclaim:
             with github:
                 return self._settle(spec, live_name, group, github, notices)
         except GitHubError as exc:
-            logger.warning(
-                "Scale set %r: GitHub holds one of its name, and asking GitHub about it failed:"
-                " %s; will retry",
-                live_name,
-                exc,
-            )
-            status = exc.status if exc.status is not None else "no answer"
-            notices.append(
-                Notice(
-                    Severity.WAITING,
-                    spec.name,
-                    f"GitHub holds a scale set named {live_name}; GitHub failed ({status});"
-                    " will retry",
-                    retry=True,
-                )
-            )
+            _github_failed(spec, live_name, exc, notices)
             return Verdict.HELD
 
     def _settle(
@@ -249,6 +235,27 @@ class Reclaim:
                 f" (id {found.id}), not this charm's: delete it in GitHub",
             )
         )
+
+
+def _github_failed(
+    spec: ScalesetSpec, live_name: str, error: GitHubError, notices: list[Notice]
+) -> None:
+    """Note that GitHub failed while the charm was clearing ``live_name``: retried, and lasting."""
+    logger.warning(
+        "Scale set %r: GitHub holds one of its name, and asking GitHub about it failed:"
+        " %s; will retry",
+        live_name,
+        error,
+    )
+    status = error.status if error.status is not None else "no answer"
+    notices.append(
+        Notice(
+            Severity.WAITING,
+            spec.name,
+            f"GitHub holds a scale set named {live_name}; GitHub failed ({status}); will retry",
+            retry=True,
+        )
+    )
 
 
 def reclaiming(

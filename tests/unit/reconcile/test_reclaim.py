@@ -235,3 +235,23 @@ def test_garm_holding_the_latest_id_asks_github_nothing(github: GitHubStandin):
 
     assert github.requests == []
     assert reclaim.unsettled == set()
+
+
+def test_github_failing_on_an_older_id_is_the_retried_notice_of_a_reclaim(
+    github: GitHubStandin,
+):
+    later = github.add_scale_set(NAME, entity="org-a")
+    reclaim = Reclaim(registered(later + 100, later), lambda _: door(github, pkcs1_pem(1)))
+    notices: list = []
+
+    reclaim.outdated(spec(), restored(later + 100), notices)
+
+    assert [v.id for v in github.scalesets()] == [later]
+    assert reclaim.unsettled == {NAME}
+    assert [(n.severity, n.retry, n.text) for n in notices] == [
+        (
+            Severity.WAITING,
+            True,
+            f"GitHub holds a scale set named {NAME}; GitHub failed (401); will retry",
+        )
+    ]
