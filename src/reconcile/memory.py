@@ -114,9 +114,9 @@ def decode(fields: Mapping[str, str]) -> Memory:
         _incumbents(_object(fields, INCUMBENTS_KEY)),
         stalls,
         _registered(_object(fields, REGISTERED_KEY)),
-        _failing(_object(fields, FAILING_KEY)),
+        _times(_object(fields, FAILING_KEY)),
         fields.get(CONTROLLER_KEY, ""),
-        _failing(_object(fields, REPLACED_KEY)),
+        _times(_object(fields, REPLACED_KEY)),
     )
 
 
@@ -207,16 +207,16 @@ def _registered(raw: dict[str, object]) -> dict[str, Registration]:
     return registered
 
 
-def _failing(raw: dict[str, object]) -> dict[str, datetime]:
+def _times(raw: dict[str, object]) -> dict[str, datetime]:
     """Times by key (`failing-since`, `replaced-controllers`); an unreadable one is left out."""
-    failing: dict[str, datetime] = {}
+    times: dict[str, datetime] = {}
     for key, at in raw.items():
         if isinstance(at, str):
             try:
-                failing[key] = datetime.fromisoformat(at)
+                times[key] = datetime.fromisoformat(at)
             except ValueError:
                 continue
-    return failing
+    return times
 
 
 def _entity_entry(key: EntityKey, app: str) -> list[str]:
