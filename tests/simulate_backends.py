@@ -424,9 +424,18 @@ class RealStoryGarm:
         # GitHub starts a job only on a runner registered with it: a restored database can list
         # a runner whose registration is gone since the copy, until GARM's consolidation.
         known = f"an idle runner of {scaleset_name} that GitHub knows"
-        if not self.await_state(known, lambda: self._idle_known(scaleset_name)):
+        found: list[str] = []
+
+        def idle_known() -> bool:
+            registered = {r.name for r in self.github.runners()}
+            idle = (str(r["name"]) for r in self.real.instances(scaleset_name) if is_idle(r))
+            found[:] = [name for name in idle if name in registered]
+            return bool(found)
+
+        if not self.await_state(known, idle_known):
             raise AssertionError(f"no idle runner of {scaleset_name} to start job {job_id} on")
-        runner = self._idle_known(scaleset_name)[0]
+        # The runner the probe saw: a second listing could already differ.
+        runner = found[0]
         self.github.start_job(job_id, runner)
         print(f"  (the stand-in starts job {job_id} on {runner})")
         if not self.await_state(
@@ -496,11 +505,6 @@ class RealStoryGarm:
 
     def _assigned(self, job_id: int) -> bool:
         return any(j.id == job_id and j.state == "assigned" for j in self.github.jobs())
-
-    def _idle_known(self, scaleset_name: str) -> list[str]:
-        registered = {r.name for r in self.github.runners()}
-        idle = (str(r["name"]) for r in self.real.instances(scaleset_name) if is_idle(r))
-        return [name for name in idle if name in registered]
 
     def _runner_busy(self, scaleset_name: str, runner: str) -> bool:
         return any(r["name"] == runner and is_busy(r) for r in self.real.instances(scaleset_name))
