@@ -302,6 +302,20 @@ def _with_service_status(state: testing.State, status: ops.pebble.ServiceStatus)
     return dataclasses.replace(state, containers={changed})
 
 
+def peer_data(state: testing.State) -> dict[str, str]:
+    """The application's ``garm-peers`` databag: where the charm keeps its memory."""
+    (peers,) = state.get_relations(PEER_RELATION)
+    return dict(peers.local_app_data)
+
+
+def with_peer_data(state: testing.State, **data: str) -> testing.State:
+    """``state`` with fields of the ``garm-peers`` databag rewritten, as time passing would."""
+    (peers,) = state.get_relations(PEER_RELATION)
+    changed = dataclasses.replace(peers, local_app_data={**peers.local_app_data, **data})
+    others = {r for r in state.relations if r.id != peers.id}
+    return dataclasses.replace(state, relations={*others, changed})
+
+
 def without_peer_relation(state: testing.State) -> testing.State:
     """``state`` before Juju has given the unit its ``garm-peers`` relation (install's start)."""
     kept = {relation for relation in state.relations if relation.endpoint != PEER_RELATION}

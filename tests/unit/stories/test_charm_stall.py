@@ -8,19 +8,16 @@ through Pebble, once, and logs it as a security event.
 
 from __future__ import annotations
 
-import dataclasses
 import json
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import ops
 import pytest
-from ops import testing
 
-from leadership import PEER_RELATION
 from reconcile.memory import STALLS_KEY
 from reconcile.scalesets import stall
-from tests.charm_driver import CharmDriver, base_state, configurator
+from tests.charm_driver import CharmDriver, base_state, configurator, peer_data, with_peer_data
 from tests.garm_emulator import GarmEmulator
 from tests.security_log import security_events
 from tests.unit.test_charm import deploy
@@ -29,18 +26,8 @@ LOGICAL = "cfg-a-runners"
 LIVE = "cfg-a-runners-18515357"
 
 
-def _peers(state: testing.State) -> testing.PeerRelation:
-    (peers,) = state.get_relations(PEER_RELATION)
-    assert isinstance(peers, testing.PeerRelation)
-    return peers
-
-
 def _remember(driver: CharmDriver, record: dict[str, list[str]]) -> None:
-    peers = _peers(driver.state)
-    data = {**peers.local_app_data, STALLS_KEY: json.dumps(record)}
-    others = {r for r in driver.state.relations if r.id != peers.id}
-    updated = dataclasses.replace(peers, local_app_data=data)
-    driver.state = dataclasses.replace(driver.state, relations={*others, updated})
+    driver.state = with_peer_data(driver.state, **{STALLS_KEY: json.dumps(record)})
 
 
 def test_a_stall_an_update_did_not_end_gets_one_garm_restart(
@@ -72,12 +59,12 @@ def test_a_stall_an_update_did_not_end_gets_one_garm_restart(
     assert garm.writes() == []
     (event,) = security_events(caplog, "sys_restart")
     assert event["event"] == "sys_restart:garm/0,stalled-scaleset"
-    recorded = json.loads(_peers(state).local_app_data[STALLS_KEY])
+    recorded = json.loads(peer_data(state)[STALLS_KEY])
     assert [step for step, _at, _since in recorded.values()] == ["restarted"]
 
     # The restarted GARM's worker reads its row and scales: the memory goes, nothing restarts.
     garm.advance()
     state = driver.run(driver.ctx.on.update_status())
     assert state.unit_status == ops.ActiveStatus()
-    assert json.loads(_peers(state).local_app_data[STALLS_KEY]) == {}
+    assert json.loads(peer_data(state)[STALLS_KEY]) == {}
     assert driver.restarts == 1

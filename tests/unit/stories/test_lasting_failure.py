@@ -8,7 +8,6 @@ Blocked, naming the scale set, what GARM said and since when. The first sighting
 
 from __future__ import annotations
 
-import dataclasses
 import json
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -17,9 +16,15 @@ import ops
 import pytest
 from ops import testing
 
-from leadership import PEER_RELATION
 from reconcile.escalation import ESCALATE_AFTER
-from tests.charm_driver import CharmDriver, base_state, configurator, deployed
+from tests.charm_driver import (
+    CharmDriver,
+    base_state,
+    configurator,
+    deployed,
+    peer_data,
+    with_peer_data,
+)
 from tests.garm_emulator import GarmEmulator
 
 CREATE = r"/organizations/[^/]+/scalesets"
@@ -32,17 +37,13 @@ def driver(garm: GarmEmulator, tmp_path: Path) -> CharmDriver:
 
 
 def failing_since(driver: CharmDriver) -> dict[str, str]:
-    peers = driver.state.get_relations(PEER_RELATION)[0]
-    return json.loads(peers.local_app_data.get("failing-since", "{}"))
+    return json.loads(peer_data(driver.state).get("failing-since", "{}"))
 
 
 def move_back(driver: CharmDriver, key: str, when: datetime) -> None:
     """Rewrite the remembered first sighting of ``key`` (as time passing would make it)."""
-    peers = driver.state.get_relations(PEER_RELATION)[0]
-    data = {**peers.local_app_data, "failing-since": json.dumps({key: when.isoformat()})}
-    moved = dataclasses.replace(peers, local_app_data=data)
-    others = {r for r in driver.state.relations if r.id != peers.id}
-    driver.state = dataclasses.replace(driver.state, relations={*others, moved})
+    moved = json.dumps({key: when.isoformat()})
+    driver.state = with_peer_data(driver.state, **{"failing-since": moved})
 
 
 def test_a_lasting_failure_is_blocked_with_what_garm_said_and_since_when(

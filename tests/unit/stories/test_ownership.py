@@ -22,13 +22,14 @@ from ops import testing
 
 import workload
 from github_key import public_key_digest
-from leadership import PEER_RELATION
 from tests.charm_driver import (
     PRIVATE_KEY_VALUE,
     CharmDriver,
     base_state,
     configurator,
     deployed,
+    peer_data,
+    with_peer_data,
 )
 from tests.garm_emulator import GarmEmulator
 
@@ -90,33 +91,20 @@ def test_the_app_holder_is_remembered_and_a_record_without_it_changes_nothing(
     driver: CharmDriver, garm: GarmEmulator
 ):
     # Each App's holder is in the record, as a digest of its public key, never the key.
-    record = json.loads(_peer_data(driver.state)["incumbents"])
+    record = json.loads(peer_data(driver.state)["incumbents"])
     digest = public_key_digest(PRIVATE_KEY_VALUE)
     assert record["credentials"] == [
         ["app-11-202", "cfg-a", digest],
         ["app-22-202", "cfg-b", digest],
     ]
-    assert PRIVATE_KEY_VALUE.splitlines()[1] not in json.dumps(_peer_data(driver.state))
+    assert PRIVATE_KEY_VALUE.splitlines()[1] not in json.dumps(peer_data(driver.state))
     # A record from before (no App holders, names in their own case): the first pass after
     # the refresh writes nothing to GARM and records the holders again.
     old = {**record, "entities": [["organization", "Org-A", "cfg-a"]]}
     del old["credentials"]
-    driver.state = _with_peer_data(driver.state, incumbents=json.dumps(old))
+    driver.state = with_peer_data(driver.state, incumbents=json.dumps(old))
     garm.clear_requests()
     out = driver.run(driver.ctx.on.update_status())
     assert out.unit_status == ops.ActiveStatus()
     assert garm.writes() == []
-    assert json.loads(_peer_data(out)["incumbents"])["credentials"] == record["credentials"]
-
-
-def _peer_data(state: testing.State) -> dict[str, str]:
-    (peers,) = state.get_relations(PEER_RELATION)
-    return dict(peers.local_app_data)
-
-
-def _with_peer_data(state: testing.State, **data: str) -> testing.State:
-    (peers,) = state.get_relations(PEER_RELATION)
-    changed = dataclasses.replace(peers, local_app_data={**peers.local_app_data, **data})
-    return dataclasses.replace(
-        state, relations={*(r for r in state.relations if r.id != peers.id), changed}
-    )
+    assert json.loads(peer_data(out)["incumbents"])["credentials"] == record["credentials"]

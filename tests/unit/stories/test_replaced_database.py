@@ -8,7 +8,6 @@ database is ``tests/conformance/test_database_recovery.py``). The replacement is
 
 from __future__ import annotations
 
-import dataclasses
 import json
 import uuid
 from datetime import UTC, datetime, timedelta
@@ -17,9 +16,15 @@ from pathlib import Path
 import ops
 import pytest
 
-from leadership import PEER_RELATION
 from reconcile.leftovers import SHOWN_FOR
-from tests.charm_driver import CharmDriver, base_state, configurator, deployed
+from tests.charm_driver import (
+    CharmDriver,
+    base_state,
+    configurator,
+    deployed,
+    peer_data,
+    with_peer_data,
+)
 from tests.garm_emulator import GarmEmulator
 
 
@@ -30,18 +35,8 @@ def driver(garm: GarmEmulator, tmp_path: Path) -> CharmDriver:
     return deployment
 
 
-def peer_field(driver: CharmDriver, key: str) -> dict[str, str]:
-    peers = driver.state.get_relations(PEER_RELATION)[0]
-    return json.loads(peers.local_app_data.get(key, "{}"))
-
-
-def rewrite_peer_field(driver: CharmDriver, key: str, value: dict[str, str]) -> None:
-    peers = driver.state.get_relations(PEER_RELATION)[0]
-    moved = dataclasses.replace(
-        peers, local_app_data={**peers.local_app_data, key: json.dumps(value)}
-    )
-    others = {r for r in driver.state.relations if r.id != peers.id}
-    driver.state = dataclasses.replace(driver.state, relations={*others, moved})
+def replaced_controllers(driver: CharmDriver) -> dict[str, str]:
+    return json.loads(peer_data(driver.state).get("replaced-controllers", "{}"))
 
 
 def test_another_controller_names_the_old_one_s_machines_for_a_week(
@@ -56,13 +51,14 @@ def test_another_controller_names_the_old_one_s_machines_for_a_week(
     assert state.unit_status == ops.ActiveStatus(
         f"GARM: runner machines of its replaced database may remain: garm-controller-id={old}"
     )
-    replaced = peer_field(driver, "replaced-controllers")
+    replaced = replaced_controllers(driver)
     assert list(replaced) == [old]
     assert datetime.now(UTC) - datetime.fromisoformat(replaced[old]) < timedelta(minutes=1)
 
     week_ago = datetime.now(UTC) - SHOWN_FOR - timedelta(minutes=1)
-    rewrite_peer_field(driver, "replaced-controllers", {old: week_ago.isoformat()})
+    moved = json.dumps({old: week_ago.isoformat()})
+    driver.state = with_peer_data(driver.state, **{"replaced-controllers": moved})
     state = driver.run(driver.ctx.on.update_status())
 
     assert state.unit_status == ops.ActiveStatus()
-    assert peer_field(driver, "replaced-controllers") == {}
+    assert replaced_controllers(driver) == {}
