@@ -10,14 +10,12 @@ of ``tox -e simulate`` (:mod:`tests.simulate`). ADR 0016 records the decision th
 from __future__ import annotations
 
 import dataclasses
-import json
 import re
 from collections import Counter
 from collections.abc import Callable
 from pathlib import Path
 
 import ops
-import pytest
 from ops import testing
 
 from tests.simulate import Story, deploy, integrate, runners_come_up
@@ -102,18 +100,6 @@ def a_queued_job_gets_a_runner(backend: Backend, scaleset: str) -> str:
 
     assert garm.await_state(f"an idle runner of {scaleset}", idle)
     return garm.start_job(scaleset)
-
-
-def security_events(caplog: pytest.LogCaptureFixture, name: str) -> list[dict[str, object]]:
-    """The security events named ``name`` the charm logged."""
-    found: list[dict[str, object]] = []
-    for record in caplog.records:
-        if record.name != "garm-charm.security":
-            continue
-        event = json.loads(record.getMessage())
-        if str(event["event"]).startswith(name):
-            found.append(event)
-    return found
 
 
 def converged(tmp_path: Path, body: Callable[[Backend, Story], None]) -> None:

@@ -21,10 +21,10 @@ from tests.conformance.database_loss import (
     github_names,
     real_garm,
     replace_pod,
-    security_events,
     story_garm,
     until_active,
 )
+from tests.security_log import security_events
 from tests.simulate import Story, live_name
 from tests.simulate_backends import Backend
 
