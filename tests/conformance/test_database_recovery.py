@@ -24,9 +24,12 @@ from tests.conformance.database_loss import (
     story_garm,
     until_active,
 )
+from tests.real_garm.harness import SKIP_REASON, garm_binary
 from tests.security_log import security_events
 from tests.simulate import Story, live_name
 from tests.simulate_backends import Backend
+
+pytestmark = pytest.mark.skipif(garm_binary() is None, reason=SKIP_REASON)
 
 
 def test_lost_database_recovery_brings_the_scale_sets_back(

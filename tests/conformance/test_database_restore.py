@@ -22,8 +22,11 @@ from tests.conformance.database_loss import (
     replace_pod,
     until_active,
 )
+from tests.real_garm.harness import SKIP_REASON, garm_binary
 from tests.simulate import Story, change_labels, live_name
 from tests.simulate_backends import Backend
+
+pytestmark = pytest.mark.skipif(garm_binary() is None, reason=SKIP_REASON)
 
 
 def test_restored_database_from_before_a_label_change_recovery(tmp_path: Path):
