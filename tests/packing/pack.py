@@ -55,7 +55,9 @@ class Packed:
 
     def attribute(self, name: str) -> str:
         """The result of one attribute checker (`framework`, `language`)."""
-        return next(result for kind, n, result, _ in self.lint if kind == "attribute" and n == name)
+        return next(
+            result for kind, n, result, _ in self.lint if kind == "attribute" and n == name
+        )
 
     def problems(self) -> list[str]:
         """Linter errors, and warnings no document explains."""
@@ -63,7 +65,10 @@ class Packed:
             f"{name}: {result}: {text}"
             for kind, name, result, text in self.lint
             if kind == "lint"
-            and (result == "errors" or (result == "warnings" and name not in EXPLAINED_WARNINGS))
+            and (
+                result in ("error", "fatal")
+                or (result == "warning" and name not in EXPLAINED_WARNINGS)
+            )
         ]
 
 
@@ -159,8 +164,9 @@ def use_apt_get() -> None:
 
     craft-parts' Debian backend needs python-apt, which exists only as the system Python's
     Debian package, not for this interpreter; without it craft-parts refuses the host. The charm
-    plugin's build packages are installed with `apt-get` instead (root; what is installed
-    already is left alone). Stage packages, which would need the real backend, the charm has none.
+    plugin's build packages are installed with `apt-get` instead (through sudo where not root;
+    what is installed already is left alone). Stage packages, which would need the real backend,
+    the charm has none.
     """
     import subprocess
 
@@ -173,9 +179,18 @@ def use_apt_get() -> None:
             missing = [name for name in package_names if not installed(name)]
             if missing:
                 print(f"pack: apt-get install {' '.join(missing)}", flush=True)
-                subprocess.run(["apt-get", "update", "-qq"], check=True)
+                sudo = [] if os.geteuid() == 0 else ["sudo"]
+                subprocess.run([*sudo, "apt-get", "update", "-qq"], check=True)
                 subprocess.run(
-                    ["apt-get", "install", "-y", "-qq", "--no-install-recommends", *missing],
+                    [
+                        *sudo,
+                        "apt-get",
+                        "install",
+                        "-y",
+                        "-qq",
+                        "--no-install-recommends",
+                        *missing,
+                    ],
                     check=True,
                     env={**os.environ, "DEBIAN_FRONTEND": "noninteractive"},
                 )
@@ -187,7 +202,7 @@ def use_apt_get() -> None:
         )
         return status.stdout.endswith("installed")
 
-    packages._get_repository_for_platform = lambda: AptGet  # noqa: SLF001
+    packages._get_repository_for_platform = lambda: AptGet
 
 
 def builder_path(bin_dir: Path) -> str:
@@ -229,10 +244,14 @@ def write_package_files(
     del project_dir
     marshalled = project.marshal()
     files = {
-        "metadata.yaml": yaml.safe_dump(CharmMetadata.from_charm(project).marshal(), sort_keys=True),
-        "config.yaml": yaml.safe_dump(marshalled["config"], sort_keys=True),
-        "actions.yaml": yaml.safe_dump(marshalled["actions"], sort_keys=True),
+        "metadata.yaml": yaml.safe_dump(
+            CharmMetadata.from_charm(project).marshal(), sort_keys=True
+        )
     }
+    # As charmcraft: a section the project lacks writes no file.
+    for section in ("config", "actions"):
+        if marshalled.get(section):
+            files[f"{section}.yaml"] = yaml.safe_dump(marshalled[section], sort_keys=True)
     if started_at:
         manifest = Manifest(
             charmcraft_started_at=started_at,
