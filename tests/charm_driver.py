@@ -27,7 +27,7 @@ import collections
 import dataclasses
 import hashlib
 import json
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Collection, Iterator, Mapping
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, Protocol
@@ -308,10 +308,16 @@ def peer_data(state: testing.State) -> dict[str, str]:
     return dict(peers.local_app_data)
 
 
-def with_peer_data(state: testing.State, **data: str) -> testing.State:
-    """``state`` with fields of the ``garm-peers`` databag rewritten, as time passing would."""
+def with_peer_data(
+    state: testing.State, *, drop: Collection[str] = (), **data: str
+) -> testing.State:
+    """``state`` with fields of the ``garm-peers`` databag rewritten, as time passing would.
+
+    ``drop`` names fields to take out (what an earlier release never wrote).
+    """
     (peers,) = state.get_relations(PEER_RELATION)
-    changed = dataclasses.replace(peers, local_app_data={**peers.local_app_data, **data})
+    kept = {key: value for key, value in peers.local_app_data.items() if key not in drop}
+    changed = dataclasses.replace(peers, local_app_data={**kept, **data})
     others = {r for r in state.relations if r.id != peers.id}
     return dataclasses.replace(state, relations={*others, changed})
 

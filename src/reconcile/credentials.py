@@ -18,6 +18,7 @@ configurator and the relation key at fault, never the value, and the others go o
 
 from __future__ import annotations
 
+import hashlib
 import logging
 from collections.abc import Collection, Mapping, Sequence
 
@@ -204,7 +205,15 @@ class CredentialReconciler:
         return True
 
     def _rotated(self, spec: CredentialSpec) -> bool:
-        return self.sent is not None and self.sent.get(spec.name) != spec.fingerprint
+        if self.sent is None:
+            return False
+        recorded = self.sent.get(spec.name)
+        if recorded == spec.fingerprint:
+            return False
+        if recorded is not None and _is_earlier_fingerprint(spec, recorded):
+            self._record(spec)  # GARM holds this key: only the memory's form moves on
+            return False
+        return True
 
     def _record(self, spec: CredentialSpec) -> None:
         if self.sent is not None:
@@ -333,3 +342,17 @@ def _delete(client: GarmClient, credential_id: int, name: str) -> bool:
         return False
     deleted("github-credentials", name, credential_id)
     return True
+
+
+def _is_earlier_fingerprint(spec: CredentialSpec, recorded: str) -> bool:
+    """Whether ``recorded`` is ``spec``'s fingerprint as releases up to bd0c85d kept it.
+
+    They digested the key's text where ``CredentialSpec.fingerprint`` digests its digest, so a
+    refresh from one would read every App as rotated and send it to GARM again. Telling costs
+    one read of the key, once per credential: the caller then records today's fingerprint.
+    """
+    pem = spec.key.pem()
+    if pem is None:
+        return False
+    material = f"{spec.app_id}\n{spec.installation_id}\n{pem}"
+    return hashlib.sha256(material.encode("utf-8", "replace")).hexdigest() == recorded
