@@ -252,6 +252,27 @@ def overlap(calls: Sequence[RecordedCall]) -> tuple[int, dict[str, float]]:
     return most, {key: statistics.mean(v) for key, v in sorted(spans.items())}
 
 
+def busy_walls(calls: Sequence[RecordedCall]) -> dict[str, float]:
+    """Per kind of write, the wall time GARM had at least one in hand (union of the intervals).
+
+    GARM's own floor for that kind in the run: the hooks cannot take less than its largest
+    (organisation creates are serialised in GARM, disables are sent one at a time).
+    """
+    intervals: dict[str, list[tuple[float, float]]] = collections.defaultdict(list)
+    for call in calls:
+        if call.method != "GET" and call.finished:
+            intervals[call_key(call)].append((call.started, call.finished))
+    walls: dict[str, float] = {}
+    for key, spans in sorted(intervals.items()):
+        total = 0.0
+        end = float("-inf")
+        for start, finish in sorted(spans):
+            total += max(0.0, finish - max(start, end))
+            end = max(end, finish)
+        walls[key] = total
+    return walls
+
+
 def until_active(backend: str, garm: Any, driver: CharmDriver, scenario: str, first: Any) -> Row:
     """Run ``first`` and the continuations it asks for; the hooks' total, longest and count."""
     garm.clear_requests()
@@ -290,6 +311,13 @@ def until_active(backend: str, garm: Any, driver: CharmDriver, scenario: str, fi
     )
     for key, seconds in means.items():
         print(f"  {backend}: {scenario}: {key} took {seconds:.3f} s on average", file=sys.stderr)
+    hooks = sum(walls)
+    for key, busy in busy_walls(calls).items():
+        print(
+            f"  {backend}: {scenario}: GARM busy with {key} {busy:.1f} s of the hooks' "
+            f"{hooks:.1f} s (hooks / busy = {hooks / busy if busy else float('inf'):.2f})",
+            file=sys.stderr,
+        )
     status = driver.state.unit_status
     faults = () if isinstance(status, ops.ActiveStatus | ops.WaitingStatus) else (str(status),)
     return Row(
