@@ -101,11 +101,11 @@ def pack(project_dir: Path, work_dir: Path, output_dir: Path) -> Packed:
     from charmcraft import linters, utils
 
     project = load_project(project_dir)
-    prime_dir = build(project_dir, work_dir, project.parts["charm"])
+    prime_dir = build(project_dir, work_dir, project.name, project.parts["charm"])
     started_at = datetime.datetime.now(tz=datetime.UTC).isoformat()
-    write_package_files(project, project_dir, prime_dir, lint_results=[])
+    write_package_files(project, prime_dir, lint_results=[])
     results = [checker().get_result(prime_dir) for checker in linters.CHECKERS]
-    write_package_files(project, project_dir, prime_dir, results, started_at)
+    write_package_files(project, prime_dir, results, started_at)
     charm_file = output_dir / f"{project.name}_{ARCH}.charm"
     charm_file.unlink(missing_ok=True)
     utils.build_zip(charm_file, prime_dir)
@@ -127,9 +127,14 @@ def load_project(project_dir: Path) -> Any:
     return CharmcraftProject.unmarshal(data)
 
 
-def build(project_dir: Path, work_dir: Path, part: dict[str, Any]) -> Path:
-    """The `charm` part through craft-parts to its prime step; returns the prime directory."""
+def build(project_dir: Path, work_dir: Path, name: str, part: dict[str, Any]) -> Path:
+    """The `charm` part through craft-parts to its prime step; returns the prime directory.
+
+    The project is pulled as charmcraft pulls it (its application's ignore patterns), less the
+    work directory when that is inside the project.
+    """
     from charmcraft import parts
+    from charmcraft.application.main import APP_METADATA
     from craft_parts import LifecycleManager, Step
 
     shutil.rmtree(work_dir, ignore_errors=True)
@@ -146,8 +151,12 @@ def build(project_dir: Path, work_dir: Path, part: dict[str, Any]) -> Path:
             work_dir=work_dir,
             cache_dir=work_dir / "cache",
             base=BASE,
-            project_name="garm",
-            ignore_local_sources=["*.charm", "build"],
+            project_name=name,
+            ignore_local_sources=[
+                ".craft",
+                *APP_METADATA.source_ignore_patterns,
+                *inside(work_dir, project_dir),
+            ],
         )
         actions = lcm.plan(Step.PRIME)
         with lcm.action_executor() as executor:
@@ -157,6 +166,11 @@ def build(project_dir: Path, work_dir: Path, part: dict[str, Any]) -> Path:
         return lcm.project_info.prime_dir
     finally:
         os.chdir(previous)
+
+
+def inside(path: Path, project_dir: Path) -> list[str]:
+    """``path`` as an ignore pattern when it is inside the project (else nothing)."""
+    return [path.relative_to(project_dir).parts[0]] if path.is_relative_to(project_dir) else []
 
 
 def use_apt_get() -> None:
@@ -225,7 +239,6 @@ def builder_path(bin_dir: Path) -> str:
 
 def write_package_files(
     project: Any,
-    project_dir: Path,
     prime_dir: Path,
     lint_results: Sequence[Any],
     started_at: str = "",
@@ -241,7 +254,6 @@ def write_package_files(
     from charmcraft.models.manifest import Attribute, Manifest
     from charmcraft.models.metadata import CharmMetadata
 
-    del project_dir
     marshalled = project.marshal()
     files = {
         "metadata.yaml": yaml.safe_dump(

@@ -78,8 +78,8 @@ def test_the_zip_keeps_modes_and_leaves_the_repository_tooling_out():
     assert stat.S_IMODE(infos["dispatch"].external_attr >> 16) & 0o111
     top = {name.split("/", 1)[0] for name in infos}
     assert top == {
-        "README.md", "actions.yaml", "charmcraft.yaml", "config.yaml", "dispatch", "hooks",
-        "lib", "manifest.yaml", "metadata.yaml", "src", "venv",
+        "README.md", "actions.yaml", "config.yaml", "dispatch", "hooks", "lib",
+        "manifest.yaml", "metadata.yaml", "src", "venv",
     }  # fmt: skip
 
 
