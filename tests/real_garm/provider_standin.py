@@ -76,7 +76,8 @@ the runner: the ``garm-agent`` executable, ``garm-agent.toml`` (``server_url``, 
 ``enable_shell``, ``work_dir``, ``runner_cmdline`` as GARM's userdata names it: ``/bin/bash -C
 <work_dir>/run.sh``), the runner command ``run.sh`` (:data:`RUNNER_SCRIPT_TEXT`: prints
 ``Listening for Jobs`` as the GitHub runner does when up, then waits) and, once the credentials
-are in, the JIT ``.runner`` file as GARM serves it. After the system info it starts ``garm-agent daemon --config ...`` as its own process
+are in, the JIT ``.runner`` file as GARM serves it. After the system info it starts
+``garm-agent daemon --config ...`` as its own process
 (pid in the VM directory; the VM's trust store is :func:`set_trusted_ca`'s file, given as
 ``SSL_CERT_FILE``), then reports idle. An executable the VM cannot run is reported as the
 script reports it ("failed to start garm-agent") and the runner still goes idle. The simulated
@@ -443,7 +444,8 @@ class Store:
     def agent_log(self, name: str) -> Path:
         """Return the log file of the simulated runner agent of one instance."""
         safe = re.sub(r"[^A-Za-z0-9_.-]", "_", name)
-        return self.path.with_name(self.path.name.replace("state.json", f"{AGENT_LOG_INFIX}{safe}.log"))
+        name = self.path.name.replace("state.json", f"{AGENT_LOG_INFIX}{safe}.log")
+        return self.path.with_name(name)
 
     def vm_dir(self, name: str) -> Path:
         """Return the directory of one instance's simulated VM (created by its runner agent)."""
@@ -1269,9 +1271,9 @@ def session_processes(pid_file: Path) -> list[int]:
     for entry in Path("/proc").iterdir():
         fields = _stat(int(entry.name)) if entry.name.isdigit() else None
         # state (3), session (6), start time (22): indexes 0, 3 and 19 after the name.
-        if fields and fields[0] != "Z" and int(fields[3]) == session:
-            if int(fields[19]) >= started:
-                found.append(int(entry.name))
+        alive = fields is not None and fields[0] != "Z"
+        if alive and int(fields[3]) == session and int(fields[19]) >= started:
+            found.append(int(entry.name))
     return found
 
 

@@ -494,7 +494,7 @@ class FakeGarm:
                 garm.release_metadata.wait(20)
                 payload = (
                     garm.answers.get(self.path)
-                    or json.dumps({"agentId": "42", "agentName": "garm-runner-1"}, indent=2).encode()
+                    or json.dumps({"agentId": "42", "agentName": "garm-runner-1"}).encode()
                 )
                 self.send_response(200)
                 self.send_header("Content-Length", str(len(payload)))
@@ -710,7 +710,7 @@ def test_in_agent_mode_the_runner_downloads_configures_and_starts_garm_agent(
     # The runner command GARM's userdata names exists and says what the agent waits for.
     assert config["runner_cmdline"] == ["/bin/bash", "-C", str(vm / "actions-runner" / "run.sh")]
     assert "Listening for Jobs" in (vm / "actions-runner" / "run.sh").read_text()
-    [pid] = provider_standin.session_processes(vm / "garm-agent.pid")
+    assert len(provider_standin.session_processes(vm / "garm-agent.pid")) == 1
 
     # Deleting the server stops its garm-agent and all it started, by pid.
     assert provider.run("DeleteInstance", GARM_INSTANCE_ID="garm-runner-1").returncode == 0
@@ -725,7 +725,7 @@ def test_stopping_a_vm_stops_what_its_agent_started_in_another_directory_and_gro
     vm = tmp_path / "cfg.standin-vm-r1"
     (vm / "actions-runner").mkdir(parents=True)
     group = "import os; os.setpgid(0, 0); os.execvp('sleep', ['sleep', '60'])"
-    script = f"cd actions-runner; {sys.executable} -c \"{group}\" & exec sleep 60"
+    script = f'cd actions-runner; {sys.executable} -c "{group}" & exec sleep 60'
     agent = subprocess.Popen(["/bin/sh", "-c", script], cwd=vm, start_new_session=True)
     provider_standin.record_session(vm / "garm-agent.pid", agent.pid)
     deadline = time.monotonic() + 10
