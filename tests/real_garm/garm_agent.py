@@ -1,4 +1,4 @@
-"""The garm-agent a real-GARM test ships to its runners: the real one where found, else the stand-in.
+"""The garm-agent a real-GARM test ships to its runners: the real one, else the stand-in.
 
 The real agent is a local part (:data:`tests.local_parts.GARM_AGENT`), built outside the
 repositories from the commit the rock pins; where it is not found, the stand-in
