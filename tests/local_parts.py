@@ -83,3 +83,10 @@ PEBBLE = LocalPart(
     filename="pebble",
     upstream="canonical/pebble v1.26.0",
 )
+GARM_AGENT = LocalPart(
+    title="garm-agent",
+    variable="GARM_AGENT_BIN",
+    filename="garm-agent",
+    # What the rock builds: its part pins the commit (and the agent's version) in one place.
+    upstream="cloudbase/garm-agent at the commit rockcraft.yaml's garm-agent part pins",
+)

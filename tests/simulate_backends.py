@@ -33,8 +33,9 @@ relations (PostgreSQL for the PostgreSQL tests). With real GARM the base state a
 GARM's controller URLs to loopback and the stand-in provider's simulated runner VMs reach GARM
 (with the in-cluster URL the charm uses without ingress, runners would stay ``pending``).
 
-Agent mode and the shell: with real GARM the charm's container ships the garm-agent stand-in
-(:mod:`tests.real_garm.agent_standin`) as its amd64 binary, with its real SHA-256 in the
+Agent mode and the shell: with real GARM the charm's container ships the real garm-agent where
+the local part is found, else its stand-in (:mod:`tests.real_garm.garm_agent`, which prints which
+in one line) as its amd64 binary, with its real SHA-256 in the
 manifest, so the charm uploads it and the stand-in provider's runners download and run it. A
 TLS front (:mod:`tests.real_garm.tls_front`, its CA trusted by the runners) is the ``https``
 ingress the story switches to (:attr:`StoryGarm.https_url`, :func:`serve_ingress`): then the
@@ -660,7 +661,8 @@ def open_backend(
     """Start the ``name`` backend and a charm driver on a fresh deployment; stop it after.
 
     ``ready_timeout`` is how long the charm waits for real GARM to answer in a hook. With
-    ``agent_standin`` (real GARM), the image ships the garm-agent stand-in as its amd64 binary
+    ``agent_standin`` (real GARM), the image ships garm-agent (the real one where found, else the
+    stand-in) as its amd64 binary
     and a TLS front serves GARM on :attr:`StoryGarm.https_url`; otherwise the image's binaries
     are :func:`tests.charm_driver.write_agent_tools`'s few bytes, which no runner can run.
     """
@@ -738,14 +740,17 @@ def _tls_front(directory: Path, real: PodGarm) -> TlsFront:
 
 
 def _ship_agent_standin(directory: Path) -> Path:
-    """The image's garm-agent directory with the stand-in agent as its amd64 binary."""
+    """The image's garm-agent directory with the real agent or its stand-in as amd64 binary."""
     try:
         # The stand-in runs on the runners as a program of its own, with websockets: only the
         # real backend's environment installs it.
-        from tests.real_garm import agent_standin
+        from tests.real_garm.garm_agent import shipped_agent
+
+        agent = shipped_agent()
     except ImportError as exc:
         raise BackendUnavailableError(
             f"the garm-agent stand-in cannot run here ({exc}); tox -e simulate-real installs it"
         ) from exc
+    print(agent.note, flush=True)
     directory.mkdir()
-    return write_agent_tools(directory, binaries={"amd64": agent_standin.executable()})
+    return write_agent_tools(directory, binaries={"amd64": agent.content})

@@ -1,14 +1,15 @@
 """A runner's garm-agent connects to real GARM, and GARM reports the shell it offers.
 
-The chain uploads the garm-agent stand-in (``tests/real_garm/agent_standin.py``) as the amd64
-tool, which puts the organisation in agent mode. A scale set keeps one idle runner; the
+The chain uploads garm-agent as the amd64 tool, which puts the organisation in agent mode: the
+real agent where the local part is found, else its stand-in (``tests/real_garm/garm_agent.py``
+prints which in one line). A scale set keeps one idle runner; the
 provider stand-in's simulated runner reads its runner metadata, downloads the tool through
 GARM's metadata route and runs it; the agent connects to GARM's agent URL with the agent token
-and heartbeats. GARM then shows, on the instance, the last heartbeat and ``capabilities``: a
-shell only where the scale set asked for one (``enable_shell``) and the agent URL is secure
-(``https``, here a TLS front to GARM). GARM stores whatever the agent claims: the refusal over
-plain ``http`` is the agent's (garm-agent's head; the tagged build the image pins has no such
-check, see ``agent_standin``).
+and heartbeats, runs the runner command (the stand-in cloud's ``run.sh``) and reports its
+runner idle. GARM then shows, on the instance, the last heartbeat, ``capabilities`` (a shell
+where the scale set asked for one, ``enable_shell``, over plain ``http`` too: the agent the
+image pins offers it there, which is why the charm withholds ``enable_shell`` without an
+``https`` URL) and the agent's status messages.
 
 Real GARM only: the emulator serves none of the runner's side (runner metadata, the metadata
 download route, the ``/agent`` websocket), so no agent can connect to it.
@@ -30,12 +31,14 @@ from reconcile.chain import run_chain
 from reconcile.scalesets.names import target_scaleset_name
 from tests.conformance.backends import REAL, wait_for
 from tests.conformance.test_agent_mode import Reader, desired, spec
-from tests.real_garm import agent_standin
+from tests.real_garm.garm_agent import shipped_agent
 from tests.real_garm.harness import SKIP_REASON, RealGarm, garm_binary
 from tests.real_garm.tls_front import TlsFront
 
 # What GARM sends for a time it never set (Go's zero time.Time).
 NEVER = "0001-01-01T00:00:00Z"
+# The status garm-agent sends once its runner listens (service/service.go, sendRunnerStatus).
+AGENT_IDLE = "Agent update status to: idle"
 
 
 @pytest.fixture(params=[REAL])
@@ -60,8 +63,10 @@ def front(ready_garm: RealGarm, tmp_path: Path) -> Iterator[TlsFront]:
 
 
 def agent_tool(reader: Reader) -> AgentTool:
-    """The agent stand-in, shipped as the amd64 garm-agent binary."""
-    content = agent_standin.executable()
+    """garm-agent (the real one, else its stand-in), shipped as the amd64 binary."""
+    agent = shipped_agent()
+    print(agent.note)
+    content = agent.content
     shipped = AgentTool(
         os_type="linux",
         os_arch="amd64",
@@ -88,46 +93,44 @@ def set_agent_url(client: GarmClient, agent_url: str) -> None:
     )
 
 
-def heard_twice(garm: RealGarm, scaleset: ScalesetSpec) -> dict[str, Any]:
-    """The scale set's runner once GARM recorded two heartbeats of its agent.
+def reported_idle(garm: RealGarm, scaleset: ScalesetSpec) -> dict[str, Any]:
+    """The scale set's runner once GARM recorded its agent reporting the runner idle.
 
-    GARM handles one agent connection's messages in order, storing the heartbeat time before
-    the capabilities: once a second heartbeat is recorded, the first one's capabilities are too.
+    On connecting, the agent sends a heartbeat, then its runner's status; GARM handles one
+    connection's messages in order, so once it recorded an idle status from the agent (its
+    runner printed ``Listening for Jobs``), it recorded that heartbeat's capabilities too.
     """
     live = target_scaleset_name(scaleset.name, scaleset.labels)
-    seen: list[str] = []
 
     def probe() -> dict[str, Any] | None:
         instances = garm.instances(live)
-        if len(instances) != 1:
+        if len(instances) != 1 or instances[0].get("heartbeat", NEVER) == NEVER:
             return None
-        beat = instances[0].get("heartbeat", NEVER)
-        if beat != NEVER and beat not in seen:
-            seen.append(beat)
-        return instances[0] if len(seen) >= 2 else None
+        runner = garm.get(f"/instances/{instances[0]['name']}") or {}
+        said = [m.get("message") for m in runner.get("status_messages") or []]
+        return runner if AGENT_IDLE in said else None
 
-    return wait_for(garm, f"two heartbeats from the agent of {live}", probe)
+    return wait_for(garm, f"the agent of {live} reporting its runner idle", probe)
 
 
-def test_garm_reports_a_shell_only_where_asked_and_over_a_secure_agent_url(
+def test_garm_reports_the_shell_the_agent_offers_and_its_runner_idle(
     client: GarmClient, ready_garm: RealGarm, front: TlsFront
 ):
     reader = Reader()
     tools = AgentTools((agent_tool(reader),))
     plain = runner_spec("plain-shell", enable_shell=True)
 
-    # The agent URL GARM was given at bootstrap is plain http: the agent dials ws:// and
-    # refuses the shell, as garm-agent does, although the scale set asks for one.
+    # The agent URL GARM was given at bootstrap is plain http: the agent dials ws:// and, as
+    # the pinned garm-agent does, offers the shell the scale set asks for all the same.
     assert (client.get_controller().agent_url or "").startswith("http://")
     first = run_chain(client, desired(tools, plain), read_tool=reader)
     assert first.notices == []
-    runner = heard_twice(ready_garm, plain)
-    assert runner["capabilities"] == {"has_shell": False}
+    runner = reported_idle(ready_garm, plain)
+    assert runner["capabilities"] == {"has_shell": True}
     assert runner["status"] == "running"
     # What ran is what was uploaded, downloaded through GARM's metadata route.
     vm = ready_garm.vm_dir(runner["name"])
     assert (vm / "garm-agent").read_bytes() == reader.files[tools.tools[0].path]
-    assert "shell disabled: enable_shell requires a secure" in (vm / "garm-agent.log").read_text()
 
     # Over the TLS front (https): the agent asked for a shell offers one, the other does not.
     set_agent_url(client, f"{front.base_url}/agent")
@@ -136,8 +139,5 @@ def test_garm_reports_a_shell_only_where_asked_and_over_a_secure_agent_url(
     state = desired(tools, plain, shell, no_shell)
     result = run_chain(client, state, first.memory, read_tool=reader)
     assert result.notices == []
-    assert heard_twice(ready_garm, shell)["capabilities"] == {"has_shell": True}
-    assert heard_twice(ready_garm, no_shell)["capabilities"] == {"has_shell": False}
-    # The first runner's agent keeps its plain connection and its answer.
-    [still_plain] = ready_garm.instances(target_scaleset_name(plain.name, plain.labels))
-    assert still_plain["capabilities"] == {"has_shell": False}
+    assert reported_idle(ready_garm, shell)["capabilities"] == {"has_shell": True}
+    assert reported_idle(ready_garm, no_shell)["capabilities"] == {"has_shell": False}

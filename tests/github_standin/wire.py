@@ -151,23 +151,49 @@ def _b64_json(value: dict[str, Any]) -> str:
     return base64.b64encode(json.dumps(value).encode()).decode()
 
 
+def runner_file(value: dict[str, Any]) -> bytes:
+    """One file of a JIT config as the Actions service hands it out (see :func:`jit_config`)."""
+    if any(not isinstance(v, str | dict) for v in value.values()):
+        raise TypeError("the service writes every value of a runner file as a string")
+    return json.dumps(value, indent=2).encode("utf-8")
+
+
 def jit_config(record: Agent, agent_json: dict[str, Any], server_url: str) -> dict[str, Any]:
-    """Render ``generatejitconfig``'s answer: the runner and a base64 map of config files."""
+    """Render ``generatejitconfig``'s answer: the runner and a base64 map of config files.
+
+    ``encodedJITConfig`` is base64 of a JSON object mapping each file name to base64 of the
+    file's bytes; the runner writes those bytes as they are (actions/runner
+    ``src/Runner.Listener/Runner.cs``, ``--jitconfig``). Every value in ``.runner`` and in
+    ``.credentials``' ``data`` is a string, booleans in .NET's spelling (``"True"``):
+    garm-agent reads ``agentId``, ``agentName``, ``ephemeral`` and ``serverUrl`` into Go
+    strings (``service/runner/types.go``, ``GitHubRunnerConfig``; its test fixture
+    ``{"agentId":"123",...,"ephemeral":"True",...}``) and fails on a number or a boolean.
+    Indented, one key per line: GARM's Linux install script reads the agent ID with
+    ``grep "agentId" .runner | tr -d -c 0-9`` (``github_linux_userdata.tmpl``), which only
+    works on such a file. UTF-8 without a byte-order mark: Go's ``json.Unmarshal`` in
+    garm-agent refuses one, and the agent runs against GitHub.
+    """
     files = {
-        ".runner": _b64_json(
-            {
-                "agentId": record.id,
-                "agentName": record.name,
-                "poolId": record.runner_group_id,
-                "serverUrl": server_url,
-                "workFolder": "_work",
-                "ephemeral": True,
-            }
-        ),
-        ".credentials": _b64_json({"scheme": "OAuth", "data": {"clientId": str(record.id)}}),
-        ".credentials_rsaparams": _b64_json({"note": "github-standin: not a key"}),
+        ".runner": {
+            "agentId": str(record.id),
+            "agentName": record.name,
+            "poolId": str(record.runner_group_id),
+            "serverUrl": server_url,
+            "workFolder": "_work",
+            "ephemeral": "True",
+        },
+        ".credentials": {
+            "scheme": "OAuth",
+            "data": {
+                "clientId": str(record.id),
+                "authorizationUrl": f"{server_url.rstrip('/')}/_apis/oauth2/token",
+                "requireFipsCryptography": "True",
+            },
+        },
+        ".credentials_rsaparams": {"note": "github-standin: not a key"},
     }
-    return {"runner": agent_json, "encodedJITConfig": _b64_json(files)}
+    encoded = {name: base64.b64encode(runner_file(v)).decode() for name, v in files.items()}
+    return {"runner": agent_json, "encodedJITConfig": _b64_json(encoded)}
 
 
 def error(err_type: str, message: str) -> dict[str, Any]:

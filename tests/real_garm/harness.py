@@ -362,10 +362,13 @@ class RealGarm:
             self._service = None
         self._held_port.close()
         provider_standin.stop_vm_agents(self.workdir)
+        left = provider_standin.leftover_processes(self.workdir)
         self.proxy.stop()
         if self._http is not None:
             self._http.close()
             self._http = None
+        if left:
+            raise AssertionError(f"runner or garm-agent processes outlived the test: {left}")
 
     def __enter__(self) -> RealGarm:
         return self.start()

@@ -73,22 +73,28 @@ agent mode it downloads the tool's ``download_url`` (GARM's metadata route) with
 token, refuses a download whose SHA-256 is not the listed ``sha256sum`` (posting ``failed``, as
 the script does when the download fails), and lays out its VM directory as the script lays out
 the runner: the ``garm-agent`` executable, ``garm-agent.toml`` (``server_url``, ``token``,
-``enable_shell``, ``work_dir``, ...) and, once the credentials are in, the JIT ``.runner``
-file. After the system info it starts ``garm-agent daemon --config ...`` as its own process
+``enable_shell``, ``work_dir``, ``runner_cmdline`` as GARM's userdata names it: ``/bin/bash -C
+<work_dir>/run.sh``), the runner command ``run.sh`` (:data:`RUNNER_SCRIPT_TEXT`: prints
+``Listening for Jobs`` as the GitHub runner does when up, then waits) and, once the credentials
+are in, the JIT ``.runner`` file as GARM serves it. After the system info it starts
+``garm-agent daemon --config ...`` as its own process
 (pid in the VM directory; the VM's trust store is :func:`set_trusted_ca`'s file, given as
 ``SSL_CERT_FILE``), then reports idle. An executable the VM cannot run is reported as the
 script reports it ("failed to start garm-agent") and the runner still goes idle. The simulated
 runner's own calls to GARM trust that file too, so GARM's URLs may be ``https`` on a front
 whose certificate it signs (a TLS ingress).
-``DeleteInstance`` stops the deleted server's garm-agent; :func:`stop_vm_agents` stops them
-all (the harness's teardown).
+``DeleteInstance`` stops the deleted server's simulated runner and garm-agent;
+:func:`stop_vm_agents` stops them all (the harness's teardown), by pid: each runs in a session
+of its own, recorded with its leader's pid and start time, and every process of the session
+(garm-agent's runner too) is stopped (:func:`stop_session`); :func:`leftover_processes` is what
+the harness checks is gone.
 
 State lives beside the provider config file, so each configured provider has its own:
 ``<config>.standin-state.json`` (servers, replaced atomically under an exclusive lock on
 ``<config>.standin.lock``), ``<config>.standin-calls.jsonl`` (one JSON line per command that
 got past configuration loading: time, command, pool and instance IDs, instance name, exit code;
-never the bootstrap parameters), one ``<config>.standin-agent-<name>.log`` per simulated
-agent and, in agent mode, one ``<config>.standin-vm-<name>/`` directory per VM.
+never the bootstrap parameters), one ``<config>.standin-agent-<name>.log`` (and ``.pid``) per
+simulated runner and, in agent mode, one ``<config>.standin-vm-<name>/`` directory per VM.
 
 Tests install a copy with :func:`install`, which points the shebang at the running Python.
 Standard library only; protocol facts from cloudbase/garm ``runner/providers/v0.1.0`` and
@@ -211,9 +217,24 @@ AGENT_OS_VERSION = "24.04"
 # The simulated VM: one directory per server beside the state, holding what the install script
 # leaves on a runner in agent mode (the garm-agent binary, its config, the runner's JIT file).
 VM_DIR_INFIX = "vm-"
+AGENT_LOG_INFIX = "agent-"
 GARM_AGENT = "garm-agent"
 GARM_AGENT_PID = "garm-agent.pid"
 GARM_AGENT_CONFIG = "garm-agent.toml"
+# The runner command GARM's Linux userdata gives garm-agent (``runner_cmdline`` in
+# ``internal/templates/userdata/github_linux_userdata.tmpl``): bash running ``run.sh`` in the
+# runner's directory. The stand-in's run.sh prints what the GitHub runner prints when it is up
+# (garm-agent watches for ``Listening for Jobs``, ``service/runner/types.go``) and waits.
+RUNNER_SCRIPT = "run.sh"
+RUNNER_SECONDS = 900
+RUNNER_SCRIPT_TEXT = f"""#!/bin/bash
+# Stand-in for the GitHub runner's run.sh: connects nowhere, says what the runner says when up.
+echo "Connected to GitHub"
+echo "$(date -u '+%Y-%m-%d %H:%M:%SZ'): Listening for Jobs"
+exec sleep {RUNNER_SECONDS}
+"""
+# How long a stopped VM's processes get after SIGTERM before SIGKILL, and after that.
+VM_STOP_SECONDS = 5.0
 TRUSTED_CA_SUFFIX = ".trusted-ca.pem"
 
 
@@ -423,7 +444,8 @@ class Store:
     def agent_log(self, name: str) -> Path:
         """Return the log file of the simulated runner agent of one instance."""
         safe = re.sub(r"[^A-Za-z0-9_.-]", "_", name)
-        return self.path.with_name(self.path.name.replace("state.json", f"agent-{safe}.log"))
+        name = self.path.name.replace("state.json", f"{AGENT_LOG_INFIX}{safe}.log")
+        return self.path.with_name(name)
 
     def vm_dir(self, name: str) -> Path:
         """Return the directory of one instance's simulated VM (created by its runner agent)."""
@@ -903,7 +925,8 @@ def delete_instance(env: Environment, store: Store) -> bytes:
             ) from None
         for server in found:
             servers.pop(server["id"], None)
-            stop_vm_agent(store.vm_dir(str(server.get("name", ""))))
+            name = str(server.get("name", ""))
+            stop_vm(store.agent_log(name), store.vm_dir(name))
     return b""
 
 
@@ -994,6 +1017,9 @@ def maybe_start_agent(bootstrap: Mapping[str, Any], log_path: Path, vm_dir: Path
         os.setsid()
         if os.fork():
             os._exit(0)
+        # The grandchild leads no session (the child did): it starts one of its own to record.
+        os.setsid()
+        record_session(log_path.with_suffix(".pid"), os.getpid())
         _detach(log_path)
         RunnerAgent(bootstrap, vm_dir).run()
     finally:
@@ -1118,6 +1144,9 @@ class RunnerAgent:
         agent = self.vm_dir / GARM_AGENT
         agent.write_bytes(binary)
         agent.chmod(0o755)
+        runner_script = work_dir / RUNNER_SCRIPT
+        runner_script.write_text(RUNNER_SCRIPT_TEXT, encoding="utf-8")
+        runner_script.chmod(0o755)
         self.status("installing", "Creating config and systemd unit")
         access = metadata.get("metadata_access") or {}
         settings = {
@@ -1126,7 +1155,7 @@ class RunnerAgent:
             "work_dir": str(work_dir),
             "enable_shell": bool(metadata.get("agent_shell_enabled")),
             "token": str(metadata.get("agent_token") or ""),
-            "runner_cmdline": ["/bin/bash", "-C", str(work_dir / "run.sh")],
+            "runner_cmdline": ["/bin/bash", "-C", str(runner_script)],
             "state_db_path": str(self.vm_dir / "agent-state.db"),
         }
         config = self.vm_dir / GARM_AGENT_CONFIG
@@ -1154,12 +1183,14 @@ class RunnerAgent:
                     stdin=subprocess.DEVNULL,
                     stdout=out,
                     stderr=subprocess.STDOUT,
+                    # Its own session, as a service's: whatever it starts stays in it.
+                    start_new_session=True,
                 )
         except OSError as exc:
             self.log(f"garm-agent did not start: {exc}")
             self.status("installing", "failed to start garm-agent")
             return
-        (self.vm_dir / GARM_AGENT_PID).write_text(str(process.pid), encoding="ascii")
+        record_session(self.vm_dir / GARM_AGENT_PID, process.pid)
         self.log(f"garm-agent started (pid {process.pid})")
 
     def run(self) -> None:
@@ -1202,22 +1233,90 @@ def trusted_ca_path(executable: Path) -> Path:
     return executable.with_name(executable.name + TRUSTED_CA_SUFFIX)
 
 
-def stop_vm_agent(vm_dir: Path) -> None:
-    """Stop the garm-agent of one simulated VM, by the pid it recorded (if it still runs)."""
+def _stat(pid: int) -> list[str] | None:
+    """Fields of ``/proc/<pid>/stat`` after the command name (field 3 first), or None."""
     try:
-        pid = int((vm_dir / GARM_AGENT_PID).read_text(encoding="ascii"))
-        # A pid is reused once its process is gone: only a process working in this VM goes.
-        if os.readlink(f"/proc/{pid}/cwd") != str(vm_dir):
-            return
-        os.kill(pid, signal.SIGTERM)
+        text = Path(f"/proc/{pid}/stat").read_text(encoding="ascii", errors="replace")
+    except OSError:
+        return None
+    return text[text.rindex(")") + 2 :].split()
+
+
+def _start_time(pid: int) -> int:
+    """A process's start time in clock ticks since boot (0 once it is gone)."""
+    fields = _stat(pid)
+    return int(fields[19]) if fields else 0
+
+
+def record_session(pid_file: Path, pid: int) -> None:
+    """Write a session leader's pid and start time, for :func:`session_processes`."""
+    pid_file.write_text(f"{pid} {_start_time(pid)}", encoding="ascii")
+
+
+def session_processes(pid_file: Path) -> list[int]:
+    """Pids of the live processes in the session whose leader ``pid_file`` names.
+
+    The simulated runner and each VM's garm-agent run in sessions of their own
+    (:func:`maybe_start_agent`, :meth:`RunnerAgent.start_agent`); what garm-agent starts, its
+    runner's process group included, stays in its session. A session id outlives its leader,
+    so the start time recorded with the pid tells the session's processes from later ones that
+    reuse the number. Zombies are not counted: they are gone but for their parent's wait.
+    """
+    try:
+        pid_text, started_text = pid_file.read_text(encoding="ascii").split()
+        session, started = int(pid_text), int(started_text)
     except (OSError, ValueError):
-        return
+        return []
+    found = []
+    for entry in Path("/proc").iterdir():
+        fields = _stat(int(entry.name)) if entry.name.isdigit() else None
+        # state (3), session (6), start time (22): indexes 0, 3 and 19 after the name.
+        alive = fields is not None and fields[0] != "Z"
+        if alive and int(fields[3]) == session and int(fields[19]) >= started:
+            found.append(int(entry.name))
+    return found
+
+
+def stop_session(pid_file: Path) -> None:
+    """Stop every process of a recorded session, by pid: SIGTERM, then SIGKILL.
+
+    Not by working directory: garm-agent changes into the runner's directory, and its runner
+    is a process group of its own.
+    """
+    for sig in (signal.SIGTERM, signal.SIGKILL):
+        pids = session_processes(pid_file)
+        for pid in pids:
+            with contextlib.suppress(OSError):
+                os.kill(pid, sig)
+        deadline = time.monotonic() + VM_STOP_SECONDS
+        while pids and time.monotonic() < deadline:
+            time.sleep(0.05)
+            pids = session_processes(pid_file)
+        if not pids:
+            return
+
+
+def stop_vm(log_path: Path, vm_dir: Path) -> None:
+    """Stop one server's simulated runner first (so it starts nothing more), then its agent."""
+    stop_session(log_path.with_suffix(".pid"))
+    stop_session(vm_dir / GARM_AGENT_PID)
+
+
+def session_files(directory: Path) -> list[Path]:
+    """Every recorded session under ``directory``: simulated runners first, then agents."""
+    runners = sorted(Path(directory).rglob(f"*{AGENT_LOG_INFIX}*.pid"))
+    return runners + sorted(Path(directory).rglob(f"*{VM_DIR_INFIX}*/{GARM_AGENT_PID}"))
 
 
 def stop_vm_agents(directory: Path) -> None:
-    """Stop every simulated VM's garm-agent under ``directory`` (the harness's teardown)."""
-    for pid_file in Path(directory).rglob(f"*{VM_DIR_INFIX}*/{GARM_AGENT_PID}"):
-        stop_vm_agent(pid_file.parent)
+    """Stop every simulated runner and VM garm-agent under ``directory`` (the teardown)."""
+    for pid_file in session_files(directory):
+        stop_session(pid_file)
+
+
+def leftover_processes(directory: Path) -> list[int]:
+    """Processes of the simulated runners and VMs under ``directory`` still alive."""
+    return [pid for f in session_files(directory) for pid in session_processes(f)]
 
 
 # --------------------------------------------------------------------------- entry points

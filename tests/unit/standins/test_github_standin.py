@@ -625,6 +625,25 @@ def test_generatejitconfig_registers_a_runner(standin: GitHubStandin, actions: A
     assert actions.jit(99, "garm-x").status_code == 404
 
 
+def test_jit_runner_files_are_written_as_github_writes_them(actions: Actions):
+    set_id = actions.create_set("ss-one")["id"]
+    answer = actions.jit(set_id, "garm-abc").json()
+    files = json.loads(base64.b64decode(answer["encodedJITConfig"]))
+    raw = base64.b64decode(files[".runner"])
+    assert not raw.startswith(b"\xef\xbb\xbf")  # no BOM: garm-agent's json.Unmarshal refuses one
+    runner = json.loads(raw.decode("utf-8"))
+    assert runner["agentId"] == str(answer["runner"]["id"])
+    assert runner["agentName"] == "garm-abc"
+    assert runner["ephemeral"] == "True"
+    assert all(isinstance(v, str) for v in runner.values())
+    # One key per line: GARM's install script greps the agent ID out of the file.
+    [line] = [ln for ln in raw.decode().splitlines() if "agentId" in ln]
+    assert "".join(ch for ch in line if ch.isdigit()) == runner["agentId"]
+    credentials = json.loads(base64.b64decode(files[".credentials"]))
+    assert credentials["scheme"] == "OAuth"
+    assert all(isinstance(v, str) for v in credentials["data"].values())
+
+
 def test_agents_get_list_by_name_delete(actions: Actions):
     set_id = actions.create_set()["id"]
     agent_id = actions.jit(set_id, "garm-abc").json()["runner"]["id"]

@@ -494,7 +494,7 @@ class FakeGarm:
                 garm.release_metadata.wait(20)
                 payload = (
                     garm.answers.get(self.path)
-                    or json.dumps({"agentId": 42, "agentName": "garm-runner-1"}).encode()
+                    or json.dumps({"agentId": "42", "agentName": "garm-runner-1"}).encode()
                 )
                 self.send_response(200)
                 self.send_header("Content-Length", str(len(payload)))
@@ -701,21 +701,40 @@ def test_in_agent_mode_the_runner_downloads_configures_and_starts_garm_agent(
         "enable_shell": True,
     }
     runner = json.loads((vm / "actions-runner" / ".runner").read_text())
-    assert runner["agentId"] == 42
+    assert runner["agentId"] == "42"
     deadline = time.monotonic() + 10
     while not (vm / "started").exists():
         assert time.monotonic() < deadline
         time.sleep(0.05)
     assert (vm / "started").read_text() == f"daemon --config {vm / 'garm-agent.toml'}\n"
-    pid = int((vm / "garm-agent.pid").read_text())
-    assert Path(f"/proc/{pid}").exists()
+    # The runner command GARM's userdata names exists and says what the agent waits for.
+    assert config["runner_cmdline"] == ["/bin/bash", "-C", str(vm / "actions-runner" / "run.sh")]
+    assert "Listening for Jobs" in (vm / "actions-runner" / "run.sh").read_text()
+    assert len(provider_standin.session_processes(vm / "garm-agent.pid")) == 1
 
-    # Deleting the server stops its garm-agent.
+    # Deleting the server stops its garm-agent and all it started, by pid.
     assert provider.run("DeleteInstance", GARM_INSTANCE_ID="garm-runner-1").returncode == 0
+    assert provider_standin.leftover_processes(provider.config_file.parent) == []
+
+
+def test_stopping_a_vm_stops_what_its_agent_started_in_another_directory_and_group(
+    tmp_path: Path,
+) -> None:
+    # As garm-agent does: change into the runner's directory, start the runner in a process
+    # group of its own; a stop by working directory would miss both.
+    vm = tmp_path / "cfg.standin-vm-r1"
+    (vm / "actions-runner").mkdir(parents=True)
+    group = "import os; os.setpgid(0, 0); os.execvp('sleep', ['sleep', '60'])"
+    script = f'cd actions-runner; {sys.executable} -c "{group}" & exec sleep 60'
+    agent = subprocess.Popen(["/bin/sh", "-c", script], cwd=vm, start_new_session=True)
+    provider_standin.record_session(vm / "garm-agent.pid", agent.pid)
     deadline = time.monotonic() + 10
-    while Path(f"/proc/{pid}").exists() and b"sleep" in Path(f"/proc/{pid}/cmdline").read_bytes():
-        assert time.monotonic() < deadline, "garm-agent still runs"
+    while len(provider_standin.session_processes(vm / "garm-agent.pid")) < 2:
+        assert time.monotonic() < deadline
         time.sleep(0.05)
+    provider_standin.stop_vm_agents(tmp_path)
+    agent.wait(timeout=10)
+    assert provider_standin.leftover_processes(tmp_path) == []
 
 
 def test_a_download_that_is_not_the_listed_tool_fails_the_runner(
