@@ -20,30 +20,18 @@ from collections.abc import Mapping, Sequence
 
 import ops
 
-import actions
-import agent_image
-import backup_target
-import continuation
-import cos
-import database
-import endpoint_trust
-import garm_restart
-import garm_sync
-import ingress
-import leadership
-import peer_record
-import provider_record
-import removal
-import secrets_store
-import workload
-from charm_state import CharmState, describe_problems
-from configurator_contract import CONFIGURATOR_RELATION_NAME
-from configurator_secrets import ConfiguratorSecrets
-from debug_ssh import DEBUG_SSH_RELATION_NAME
+from charm_pass import actions, continuation, garm_sync, removal
+from charm_pass.charm_state import CharmState, describe_problems
+from charm_pass.outcome import Outcome
 from garm import GARM_API_URL, READY_TIMEOUT
-from outcome import Outcome
 from reconcile import PASS_BUDGET, POLL_INTERVAL, TEARDOWN_TIMEOUT, Writes
-from telemetry import traced
+from records import leadership, peer_record, provider_record, secrets_store
+from records.configurator_secrets import ConfiguratorSecrets
+from relations import backup_target, cos, database, ingress
+from relations.configurator_contract import CONFIGURATOR_RELATION_NAME
+from relations.debug_ssh import DEBUG_SSH_RELATION_NAME
+from vocabulary.telemetry import traced
+from workload import agent_image, endpoint_trust, garm_restart, pebble_layer
 
 logger = logging.getLogger(__name__)
 
@@ -99,7 +87,7 @@ class GarmCharm(ops.CharmBase):
         framework.observe(on.get_credentials_action, self._on_get_credentials_action)
         framework.observe(on.scaleset_status_action, self._on_scaleset_status_action)
         framework.observe(on.stop, self._on_stop)
-        container = on[workload.CONTAINER_NAME]
+        container = on[pebble_layer.CONTAINER_NAME]
         framework.observe(container.pebble_check_failed, self._on_check_failed)
         framework.observe(container.pebble_custom_notice, self._on_custom_notice)
         cos.push_security_events(self)
@@ -154,7 +142,7 @@ class GarmCharm(ops.CharmBase):
         )
 
     def _on_check_failed(self, event: ops.PebbleCheckFailedEvent) -> None:
-        workload.report_check_failed(event)
+        pebble_layer.report_check_failed(event)
 
     def _on_custom_notice(self, event: ops.PebbleCustomNoticeEvent) -> None:
         if continuation.is_continuation(event):
@@ -176,7 +164,7 @@ class GarmCharm(ops.CharmBase):
         # Relation data only: every unit publishes its ingress address, leader or not.
         ingress.publish_ingress_request(self)
         cos.publish(self)
-        container = self.unit.get_container(workload.CONTAINER_NAME)
+        container = self.unit.get_container(pebble_layer.CONTAINER_NAME)
         if not container.can_connect():
             return Outcome(ops.WaitingStatus(WAITING_PEBBLE))
         # Read once: what this pass knows of the workload's plan (log targets, database,
@@ -207,17 +195,17 @@ class GarmCharm(ops.CharmBase):
             leadership.stand_by(self.unit, container, refused.message)
             return Outcome(refused)
         leadership.serve(self.unit)
-        if not container.exists(workload.DATA_DIR):
+        if not container.exists(pebble_layer.DATA_DIR):
             return Outcome(ops.WaitingStatus(WAITING_STORAGE))
         database.request_database(self)
-        db = database.choose_database(self, workload.planned_database(plan))
+        db = database.choose_database(self, pebble_layer.planned_database(plan))
         if db is None:
             return Outcome(ops.WaitingStatus(WAITING_DATABASE))
         memory = peer_record.load(self.model)
         tools = agent_image.read_manifest(container)
         stored, record = provider_record.load_record(self.model, owned.jwt_secret)
         if stored is None:
-            record = provider_record.rebuild_missing(workload.planned_providers_json(plan))
+            record = provider_record.rebuild_missing(pebble_layer.planned_providers_json(plan))
         # A configurator secret is read again only for content GARM has not been given.
         secrets = ConfiguratorSecrets(
             self.model,
@@ -234,15 +222,15 @@ class GarmCharm(ops.CharmBase):
         stored = provider_record.save_record(
             self.app, self.model, stored, providers, owned.jwt_secret
         )
-        planned = endpoint_trust.from_environment(workload.planned_environment(plan))
+        planned = endpoint_trust.from_environment(pebble_layer.planned_environment(plan))
         trusted = endpoint_trust.before_pass(planned, state.endpoints)
         publish = functools.partial(
             self._apply_workload, container, owned, db, providers, state.external_url
         )
         try:
             publish(trusted, plan)
-            running = workload.service_state(container)
-        except workload.GarmExitedError as exc:
+            running = pebble_layer.service_state(container)
+        except pebble_layer.GarmExitedError as exc:
             running = str(exc)
         if running != ops.pebble.ServiceStatus.ACTIVE.value:
             # GARM exits at start, or an operator stopped it: no GARM to wait 30 s for.
@@ -279,24 +267,26 @@ class GarmCharm(ops.CharmBase):
         self,
         container: ops.Container,
         owned: secrets_store.OwnedSecrets,
-        db: workload.DatabaseConfig,
+        db: pebble_layer.DatabaseConfig,
         providers: Sequence[provider_record.ProviderConfig],
         external_url: str,
         ca_bundles: Mapping[str, str],
         plan: ops.pebble.Plan | None,
     ) -> None:
-        source = workload.entrypoint_source()
-        environment = workload.build_environment(
+        source = pebble_layer.entrypoint_source()
+        environment = pebble_layer.build_environment(
             providers_json=provider_record.canonical_json(providers),
             jwt_secret=owned.jwt_secret,
             passphrase=owned.db_passphrase,
             database=db,
             app_base_url=external_url,
-            proxy_env=workload.proxy_environment(os.environ),
-            config_version=workload.config_version(source),
+            proxy_env=pebble_layer.proxy_environment(os.environ),
+            config_version=pebble_layer.config_version(source),
             ca_bundles=ca_bundles,
         )
-        workload.apply_workload(container, workload.build_layer(environment), source, plan=plan)
+        pebble_layer.apply_workload(
+            container, pebble_layer.build_layer(environment), source, plan=plan
+        )
 
 
 def _reconcile_events(on: ops.CharmEvents) -> list[ops.BoundEvent]:

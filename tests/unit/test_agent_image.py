@@ -16,10 +16,10 @@ import ops
 import pytest
 from ops import testing
 
-import agent_image
 from charm import GarmCharm
-from desired_state import AgentToolUnreadable
 from tests.charm_driver import AGENT_VERSION, agent_binary, base_state, write_agent_tools
+from vocabulary.desired_state import AgentToolUnreadable
+from workload import agent_image
 
 
 @contextmanager

@@ -12,15 +12,15 @@ from pathlib import Path
 
 from ops import testing
 
-import workload
 from tests.charm_driver import base_state
+from workload import pebble_layer
 
 
 def offline(tmp_path: Path, *, leader: bool) -> testing.State:
     """A unit whose Pebble is not reachable: no GARM is asked anything."""
     state = base_state(tmp_path, leader=leader)
     container = dataclasses.replace(
-        state.get_container(workload.CONTAINER_NAME), can_connect=False
+        state.get_container(pebble_layer.CONTAINER_NAME), can_connect=False
     )
     return dataclasses.replace(state, containers={container})
 

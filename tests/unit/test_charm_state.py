@@ -6,10 +6,7 @@ import ops
 import ops.testing
 import pytest
 
-from charm_state import CharmState, describe_problems
-from desired_state import (
-    InputProblem,
-)
+from charm_pass.charm_state import CharmState, describe_problems
 from tests.unit.configurator_data import (
     FULL,
     PASSWORD,
@@ -18,6 +15,9 @@ from tests.unit.configurator_data import (
     SSH,
     no_secret_in_logs,  # noqa: F401 - autouse
     warnings,
+)
+from vocabulary.desired_state import (
+    InputProblem,
 )
 
 # --- describe_problems ------------------------------------------------------------------------

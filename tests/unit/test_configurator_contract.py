@@ -7,7 +7,8 @@ import json
 import jsonschema
 import pytest
 
-from configurator_contract import (
+from container_scripts.garm_entrypoint import UNIT_NAME_PATTERN
+from relations.configurator_contract import (
     CONTRACT_KEYS,
     PROVIDER_NAME_PATTERN,
     has_contract_data,
@@ -17,16 +18,15 @@ from configurator_contract import (
     schema_failures,
     unpublished_relation_ids,
 )
-from desired_state import (
-    InputProblem,
-)
-from garm_entrypoint import UNIT_NAME_PATTERN
 from tests.unit.configurator_data import (
     FULL,
     no_secret_in_logs,  # noqa: F401 - autouse
     parse,
     unit,
     warnings,
+)
+from vocabulary.desired_state import (
+    InputProblem,
 )
 
 # --- schema -----------------------------------------------------------------------------------

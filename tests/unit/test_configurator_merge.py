@@ -4,10 +4,16 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
-from configurator_parser import parse_configurator_units
-from desired_state import ConfiguratorInputs, Incumbents, InputProblem, UnitData, entity_key
-from github_key import public_key_digest
+from relations.configurator_parser import parse_configurator_units
 from tests.rsa_keys import pkcs1_pem, rewrapped
+from vocabulary.desired_state import (
+    ConfiguratorInputs,
+    Incumbents,
+    InputProblem,
+    UnitData,
+    entity_key,
+)
+from vocabulary.github_key import public_key_digest
 
 KEY_A, KEY_B = pkcs1_pem(0), pkcs1_pem(1)
 SECRETS = {"secret:pw": "os-password", "secret:a": KEY_A, "secret:b": KEY_B}

@@ -6,15 +6,7 @@ import json
 
 import pytest
 
-from configurator_parser import parse_configurator_units
-from desired_state import (
-    DEFAULT_GITHUB_ENDPOINT,
-    MANAGED_CREDENTIAL_DESCRIPTION,
-    InputProblem,
-    credential_name,
-    entity_key,
-)
-from runner_options import RunnerConfig
+from relations.configurator_parser import parse_configurator_units
 from tests.unit.configurator_data import (
     FULL,
     GITHUB,
@@ -30,6 +22,14 @@ from tests.unit.configurator_data import (
     unit,
     warnings,
 )
+from vocabulary.desired_state import (
+    DEFAULT_GITHUB_ENDPOINT,
+    MANAGED_CREDENTIAL_DESCRIPTION,
+    InputProblem,
+    credential_name,
+    entity_key,
+)
+from vocabulary.runner_options import RunnerConfig
 
 # --- full parse -------------------------------------------------------------------------------
 

@@ -16,17 +16,17 @@ import yaml
 from cosl import DashboardPath40UID, LZMABase64
 from ops import testing
 
-import cos_logging
-import workload
 from garm import path_template
+from relations import cos_logging
 from tests.charm_driver import CharmDriver, base_state, configurator
 from tests.garm_emulator import GarmEmulator
 from tests.log_secrets import SECRET_VALUES
+from workload import pebble_layer
 
 ROOT = Path(__file__).resolve().parents[2]
-RULES_FILE = ROOT / "src" / "prometheus_alert_rules" / "garm.rules"
-LOKI_RULES_FILE = ROOT / "src" / "loki_alert_rules" / "garm_security.rules"
-DASHBOARD_FILE = ROOT / "src" / "grafana_dashboards" / "garm.json"
+RULES_FILE = ROOT / "src" / "relations" / "prometheus_alert_rules" / "garm.rules"
+LOKI_RULES_FILE = ROOT / "src" / "relations" / "loki_alert_rules" / "garm_security.rules"
+DASHBOARD_FILE = ROOT / "src" / "relations" / "grafana_dashboards" / "garm.json"
 LOKI_URL = "http://loki-0.loki-endpoints.cos.svc.cluster.local:3100/loki/api/v1/push"
 OTHER_LOKI_URL = "http://loki-other:3100/loki/api/v1/push"
 
@@ -35,7 +35,7 @@ def offline(tmp_path: Path, *, leader: bool = True, **kwargs: Any) -> testing.St
     """A unit whose Pebble is not reachable yet: the reconcile stops after the relation data."""
     state = base_state(tmp_path, leader=leader, **kwargs)
     container = dataclasses.replace(
-        state.get_container(workload.CONTAINER_NAME), can_connect=False
+        state.get_container(pebble_layer.CONTAINER_NAME), can_connect=False
     )
     return dataclasses.replace(state, containers={container})
 
@@ -223,7 +223,7 @@ def loki_relation(**units: str) -> testing.Relation:
 
 
 def log_targets(state: testing.State) -> dict[str, dict[str, Any]]:
-    plan = state.get_container(workload.CONTAINER_NAME).plan
+    plan = state.get_container(pebble_layer.CONTAINER_NAME).plan
     return {name: dict(target.to_dict()) for name, target in plan.log_targets.items()}
 
 
@@ -294,9 +294,9 @@ def test_logging_disables_the_target_of_a_departed_unit_and_all_on_broken(tmp_pa
         "logging-loki-2": ["-all"],
     }
     # Once disabled, a later pass leaves the layer alone.
-    layers = state.get_container(workload.CONTAINER_NAME).layers
+    layers = state.get_container(pebble_layer.CONTAINER_NAME).layers
     again = ctx.run(ctx.on.update_status(), dataclasses.replace(state, relations=set()))
-    assert again.get_container(workload.CONTAINER_NAME).layers == layers
+    assert again.get_container(pebble_layer.CONTAINER_NAME).layers == layers
 
 
 def test_logging_ignores_a_unit_whose_endpoint_is_not_json(tmp_path: Path, caplog):
@@ -329,9 +329,9 @@ def test_leader_forwards_logs_and_publishes_requirer_metadata(garm: GarmEmulator
     assert json.loads(bag["alert_rules"]) == expected_alert_rules(state, LOKI_RULES_FILE)
     assert set(bag) == {"metadata", "alert_rules"}
     # The GARM service itself runs as before: the log layer is separate from GARM's.
-    plan = out.get_container(workload.CONTAINER_NAME).plan
-    assert plan.services[workload.SERVICE_NAME].startup == "enabled"
-    assert cos_logging.LAYER_LABEL in out.get_container(workload.CONTAINER_NAME).layers
+    plan = out.get_container(pebble_layer.CONTAINER_NAME).plan
+    assert plan.services[pebble_layer.SERVICE_NAME].startup == "enabled"
+    assert cos_logging.LAYER_LABEL in out.get_container(pebble_layer.CONTAINER_NAME).layers
 
 
 # --- charm tracing ---------------------------------------------------------------------------

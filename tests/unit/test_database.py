@@ -10,13 +10,13 @@ import ops
 import pytest
 from ops import testing
 
-from database import (
+from relations.database import (
     POSTGRESQL_RELATION,
     database_config,
     request_database,
     warn_on_backend_switch,
 )
-from workload import DatabaseConfig
+from workload.pebble_layer import DatabaseConfig
 
 META: dict[str, Any] = {
     "name": "garm",

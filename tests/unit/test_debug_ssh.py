@@ -4,15 +4,15 @@ from __future__ import annotations
 
 import pytest
 
-from debug_ssh import parse_debug_ssh
-from desired_state import (
-    DebugSshConnection,
-)
+from relations.debug_ssh import parse_debug_ssh
 from tests.unit.configurator_data import (
     SSH,
     no_secret_in_logs,  # noqa: F401 - autouse
     unit,
     warnings,
+)
+from vocabulary.desired_state import (
+    DebugSshConnection,
 )
 
 # --- debug-ssh (15.1) -------------------------------------------------------------------------

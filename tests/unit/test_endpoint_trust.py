@@ -1,4 +1,4 @@
-"""The CA bundles GARM's process trusts, before and after a pass (``src/endpoint_trust.py``)."""
+"""The CA bundles GARM's process trusts, before and after a pass (``workload.endpoint_trust``)."""
 
 from __future__ import annotations
 
@@ -9,9 +9,9 @@ from pathlib import Path
 
 import pytest
 
-from desired_state import EndpointSpec
-from endpoint_trust import after_pass, before_pass, from_environment, to_environment
 from tests.real_garm.tls_front import make_certificates
+from vocabulary.desired_state import EndpointSpec
+from workload.endpoint_trust import after_pass, before_pass, from_environment, to_environment
 
 A, B = "a.example.com", "b.example.com"
 

@@ -14,15 +14,15 @@ from typing import Any
 
 import pytest
 
-import garm_entrypoint
-from desired_state import ProviderConfig
-from garm_entrypoint import (
+from container_scripts import garm_entrypoint
+from container_scripts.garm_entrypoint import (
     PROVIDER_REQUIRED_FIELDS,
     SECRET_ENV_VARS,
     Layout,
     main,
     toml_dumps,
 )
+from vocabulary.desired_state import ProviderConfig
 
 SRC_DIR = Path(garm_entrypoint.__file__).resolve().parent
 ENTRYPOINT = SRC_DIR / "garm_entrypoint.py"

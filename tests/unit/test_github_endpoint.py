@@ -11,9 +11,7 @@ import logging
 
 import pytest
 
-from configurator_parser import parse_configurator_units
-from desired_state import DEFAULT_GITHUB_ENDPOINT, Incumbents, entity_key
-from github_endpoint import ca_bundle_problem, endpoint_name
+from relations.configurator_parser import parse_configurator_units
 from tests.real_garm.tls_front import make_certificates
 from tests.unit.configurator_data import (
     FULL,
@@ -24,6 +22,8 @@ from tests.unit.configurator_data import (
     parse,
     unit,
 )
+from vocabulary.desired_state import DEFAULT_GITHUB_ENDPOINT, Incumbents, entity_key
+from vocabulary.github_endpoint import ca_bundle_problem, endpoint_name
 
 GHES = "https://ghes.example.com"
 

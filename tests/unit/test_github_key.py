@@ -6,8 +6,8 @@ import hashlib
 
 from cryptography.hazmat.primitives import serialization
 
-from github_key import PKCS1_FOOTER, PKCS1_HEADER, public_key_digest
 from tests.rsa_keys import pkcs1_pem, rewrapped
+from vocabulary.github_key import PKCS1_FOOTER, PKCS1_HEADER, public_key_digest
 
 
 def test_digest_is_of_the_public_numbers_cryptography_reads() -> None:

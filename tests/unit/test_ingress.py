@@ -9,7 +9,7 @@ import ops
 import pytest
 from ops import testing
 
-from ingress import INGRESS_RELATION, external_base_url, publish_ingress_request
+from relations.ingress import INGRESS_RELATION, external_base_url, publish_ingress_request
 
 META: dict[str, Any] = {
     "name": "garm",

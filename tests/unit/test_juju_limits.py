@@ -20,10 +20,8 @@ import ops
 import pytest
 from ops import testing
 
-import juju_limits
-import provider_record
-from actions import split_result
-from desired_state import ProviderConfig
+from charm_pass.actions import split_result
+from records import juju_limits, provider_record
 from tests.charm_driver import (
     CharmDriver,
     base_state,
@@ -41,6 +39,7 @@ from tests.juju_model_limits import (
     secret_refusal,
 )
 from tests.limits_sweep import deploy
+from vocabulary.desired_state import ProviderConfig
 
 OLD, NEW = "3.4", "3.6.9"
 

@@ -15,10 +15,10 @@ import pytest
 from ops import testing
 from scenario.context import _Event  # pyright: ignore[reportPrivateUsage]
 
-import leadership
-import workload
+from records import leadership
 from tests.charm_driver import CharmDriver, base_state
 from tests.garm_emulator import GarmEmulator
+from workload import pebble_layer
 
 PEERS = "garm-peers"
 STANDBY = ops.ActiveStatus("standby; GARM runs on the leader unit")
@@ -86,7 +86,7 @@ def deploy(driver: CharmDriver) -> testing.State:
 
 
 def running(state: testing.State) -> bool:
-    status = state.get_container("garm").service_statuses.get(workload.SERVICE_NAME)
+    status = state.get_container("garm").service_statuses.get(pebble_layer.SERVICE_NAME)
     return status == ops.pebble.ServiceStatus.ACTIVE
 
 

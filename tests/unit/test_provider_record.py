@@ -11,9 +11,8 @@ import ops
 import pytest
 from ops import testing
 
-import provider_record
-from desired_state import ProviderConfig
 from garm import ScaleSet
+from records import provider_record
 from tests.charm_driver import (
     CharmDriver,
     base_state,
@@ -21,6 +20,7 @@ from tests.charm_driver import (
     planned_providers,
 )
 from tests.garm_emulator import GarmEmulator
+from vocabulary.desired_state import ProviderConfig
 
 
 def provider(unit: str, password: str = "record-test-password") -> ProviderConfig:  # noqa: S107

@@ -18,8 +18,8 @@ from typing import Any
 
 import pytest
 
-import provider_shim
-from provider_shim import main, nova_pool_id, rewrite_bootstrap, tag_fits
+from container_scripts import provider_shim
+from container_scripts.provider_shim import main, nova_pool_id, rewrite_bootstrap, tag_fits
 from tests.real_garm.harness import install_shim
 
 ENTITY = "6b1f0a52-8c1e-4d55-9d0e-1f6f5c0a7e10"

@@ -6,10 +6,6 @@ from ipaddress import IPv4Address, IPv4Network
 
 import pytest
 
-from desired_state import (
-    InputProblem,
-)
-from runner_options import IPv4Range, RunnerConfig
 from tests.unit.configurator_data import (
     FULL,
     no_secret_in_logs,  # noqa: F401 - autouse
@@ -17,6 +13,10 @@ from tests.unit.configurator_data import (
     unit,
     warnings,
 )
+from vocabulary.desired_state import (
+    InputProblem,
+)
+from vocabulary.runner_options import IPv4Range, RunnerConfig
 
 # --- RunnerConfig (7.7) -----------------------------------------------------------------------
 

@@ -20,9 +20,9 @@ import jinja2
 import pytest
 import yaml
 
-import runner_template as rt
 from reconcile.scalesets.params import effective_extra_specs
-from runner_options import RunnerConfig
+from vocabulary import runner_template as rt
+from vocabulary.runner_options import RunnerConfig
 
 MIRROR = "https://mirror.example.com"
 OTEL = "http://otel.example.com:4317"

@@ -22,17 +22,17 @@ import pytest
 import yaml
 from ops import testing
 
-import security_events
-import workload
 from charm import GarmCharm
-from cos_logging import RULES_DIR
 from reconcile import teardown
-from secrets_store import ADMIN_CREDENTIALS_LABEL
+from records.secrets_store import ADMIN_CREDENTIALS_LABEL
+from relations.cos_logging import RULES_DIR
 from tests.charm_driver import CharmDriver, base_state, configurator
 from tests.garm_emulator import GarmEmulator
 from tests.log_secrets import register_secret
 from tests.security_log import LokiStandin
 from tests.security_log import security_events as logged
+from vocabulary import security_events
+from workload import pebble_layer
 
 OWASP_LEVELS = {"INFO", "WARN", "CRITICAL"}
 EVENT_SHAPE = re.compile(r"^[a-z_]+:\S")
@@ -54,7 +54,7 @@ def loki() -> Iterator[LokiStandin]:
 def deploy(driver: CharmDriver) -> testing.State:
     driver.run(driver.ctx.on.install())
     driver.run(driver.ctx.on.leader_elected())
-    container = driver.state.get_container(workload.CONTAINER_NAME)
+    container = driver.state.get_container(pebble_layer.CONTAINER_NAME)
     return driver.run(driver.ctx.on.pebble_ready(container))
 
 
@@ -329,9 +329,9 @@ def test_garm_down_as_pebble_reports_it_is_sys_crash(
     driver: CharmDriver, caplog: pytest.LogCaptureFixture
 ):
     state = deploy(driver)
-    container = state.get_container(workload.CONTAINER_NAME)
+    container = state.get_container(pebble_layer.CONTAINER_NAME)
     info = testing.CheckInfo(
-        workload.CHECK_NAME,
+        pebble_layer.CHECK_NAME,
         level=ops.pebble.CheckLevel.ALIVE,
         status=ops.pebble.CheckStatus.DOWN,
         failures=3,
@@ -343,7 +343,7 @@ def test_garm_down_as_pebble_reports_it_is_sys_crash(
     driver.ctx.run(driver.ctx.on.pebble_check_failed(container, info), state)
 
     event = only(logged(caplog, security_events.SYS_CRASH))
-    assert event["event"] == f"sys_crash:garm,{workload.CHECK_NAME}"
+    assert event["event"] == f"sys_crash:garm,{pebble_layer.CHECK_NAME}"
     assert event["hook"] == "garm-pebble-check-failed"
     assert event["outcome"] == "failure"
     assert "failed 3 time(s) in a row (threshold 3)" in event["description"]

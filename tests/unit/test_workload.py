@@ -10,10 +10,10 @@ import ops
 import pytest
 from ops import testing
 
-import garm_entrypoint
-import runner_options
-import workload
-from workload import (
+from container_scripts import garm_entrypoint
+from vocabulary import runner_options
+from workload import pebble_layer
+from workload.pebble_layer import (
     DatabaseConfig,
     apply_workload,
     build_environment,
@@ -81,12 +81,12 @@ def test_postgresql_environment() -> None:
 
 def test_charm_side_copies_match_the_entrypoint() -> None:
     # The entrypoint runs in the container alone, so it keeps its own copy of these values.
-    assert workload.GARM_PORT == garm_entrypoint.GARM_PORT
-    assert garm_entrypoint.PRODUCTION_LAYOUT.port == workload.GARM_PORT
+    assert pebble_layer.GARM_PORT == garm_entrypoint.GARM_PORT
+    assert garm_entrypoint.PRODUCTION_LAYOUT.port == pebble_layer.GARM_PORT
     assert runner_options.MAX_PORT == garm_entrypoint.MAX_PORT
-    assert workload.DEFAULT_POSTGRESQL_PORT == garm_entrypoint.DEFAULT_POSTGRESQL_PORT
-    assert workload.DEFAULT_POSTGRESQL_DB_NAME == garm_entrypoint.DEFAULT_POSTGRESQL_DB_NAME
-    assert workload.DEFAULT_POSTGRESQL_SSLMODE == garm_entrypoint.DEFAULT_POSTGRESQL_SSLMODE
+    assert pebble_layer.DEFAULT_POSTGRESQL_PORT == garm_entrypoint.DEFAULT_POSTGRESQL_PORT
+    assert pebble_layer.DEFAULT_POSTGRESQL_DB_NAME == garm_entrypoint.DEFAULT_POSTGRESQL_DB_NAME
+    assert pebble_layer.DEFAULT_POSTGRESQL_SSLMODE == garm_entrypoint.DEFAULT_POSTGRESQL_SSLMODE
 
 
 def test_database_config_defaults_and_repr() -> None:
@@ -144,7 +144,7 @@ def test_proxy_environment_only_set_ones() -> None:
 
 
 def test_proxy_names_are_those_the_entrypoint_forwards() -> None:
-    all_set = dict.fromkeys(workload.JUJU_PROXY_ENV_VARS, "x")
+    all_set = dict.fromkeys(pebble_layer.JUJU_PROXY_ENV_VARS, "x")
 
     assert set(proxy_environment(all_set)) == set(garm_entrypoint.PROXY_ENV_VARS)
 

@@ -27,13 +27,11 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
-from desired_state import EntityKey, ScalesetSpec, app_of_provider, entity_key
 from garm import (
     CreateScaleSetParams,
     GarmClient,
     ScaleSet,
 )
-from notices import Notice, Severity
 from reconcile.endpoints import endpoint_of
 from reconcile.scalesets.custom_templates import CustomTemplates
 from reconcile.scalesets.names import dedupe_specs, family_names, family_pattern
@@ -44,6 +42,8 @@ from reconcile.scalesets.retirement import Retirement, ScalesetProgress
 from reconcile.scalesets.runners import RunnerRemover
 from reconcile.scalesets.sweep import OrphanSweep
 from reconcile.writes import Writes
+from vocabulary.desired_state import EntityKey, ScalesetSpec, app_of_provider, entity_key
+from vocabulary.notices import Notice, Severity
 
 logger = logging.getLogger(__name__)
 
