@@ -26,7 +26,7 @@ RUNNER_OPTION_DATABAG_KEYS = (
 )
 
 # The highest TCP port. The entrypoint, which runs in the container alone, has its own copy;
-# tests/unit/test_workload.py pins the two equal.
+# tests/unit/workload/test_pebble_layer.py pins the two equal.
 MAX_PORT = 65535
 _PORT_TOKEN = re.compile(r"^(\d{1,5})(?:-(\d{1,5}))?$")
 

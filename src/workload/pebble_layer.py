@@ -79,7 +79,7 @@ ENTRYPOINT_PERMISSIONS = 0o755
 DATA_DIR = "/var/lib/garm"
 SQLITE_DB_FILE = f"{DATA_DIR}/garm.db"
 # The entrypoint has its own copy of this port and of the PostgreSQL defaults below (it runs in
-# the container alone); tests/unit/test_workload.py pins each pair equal.
+# the container alone); tests/unit/workload/test_pebble_layer.py pins each pair equal.
 GARM_PORT = 8080
 DEFAULT_POSTGRESQL_PORT = 5432
 DEFAULT_POSTGRESQL_DB_NAME = "garm"

@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-RULES_DIR = Path(__file__).resolve().parents[2] / "src" / "relations" / "prometheus_alert_rules"
+RULES_DIR = Path(__file__).resolve().parents[3] / "src" / "relations" / "prometheus_alert_rules"
 TESTS_DIR = Path(__file__).resolve().parent / "alert_rules"
 REQUIRE_ENV = "GARM_REQUIRE_PROMTOOL"
 RULE_FILES = sorted(RULES_DIR.glob("*.rule*"))

@@ -23,7 +23,7 @@ from tests.garm_emulator import GarmEmulator
 from tests.log_secrets import SECRET_VALUES
 from workload import pebble_layer
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[3]
 RULES_FILE = ROOT / "src" / "relations" / "prometheus_alert_rules" / "garm.rules"
 LOKI_RULES_FILE = ROOT / "src" / "relations" / "loki_alert_rules" / "garm_security.rules"
 DASHBOARD_FILE = ROOT / "src" / "relations" / "grafana_dashboards" / "garm.json"
