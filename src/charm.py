@@ -1,49 +1,31 @@
 #!/usr/bin/env python3
 """Kubernetes charm for GARM, the GitHub Actions Runner Manager.
 
-Every event runs one holistic :meth:`GarmCharm._reconcile`. It returns one
-:class:`outcome.Outcome` (the status it reached, the input problems, the application's
-unit-count status), built at the exit it took; ``collect-status`` turns that outcome into the
-unit and app status. GARM is reached and changed by ``garm_sync`` (the admin session and the
-chain, within the pass's budget); a pass the budget cut asks for the next one at once
-(``continuation``).
+The event table and the pass boundary: observe, gate, call, report. Every event runs one
+holistic :meth:`GarmCharm._reconcile`, which returns one ``Outcome`` built at the exit it took;
+``collect-status`` shows it. Past the leader's gates, ``leader_pass`` reads what is wanted and
+publishes the workload, ``garm_sync`` brings GARM to it within the pass's budget, and a pass
+the budget cut asks for the next one at once (``continuation``).
 """
 
 from __future__ import annotations
 
 import dataclasses
-import functools
 import logging
-import os
 import time
-from collections.abc import Mapping, Sequence
 
 import ops
 
-import actions
-import agent_image
-import backup_target
-import continuation
-import cos
-import database
-import endpoint_trust
-import garm_restart
-import garm_sync
-import ingress
-import leadership
-import peer_record
-import provider_record
-import removal
-import secrets_store
-import workload
-from charm_state import CharmState, describe_problems
-from configurator_contract import CONFIGURATOR_RELATION_NAME
-from configurator_secrets import ConfiguratorSecrets
-from debug_ssh import DEBUG_SSH_RELATION_NAME
+from charm_pass import actions, continuation, garm_sync, leader_pass, removal
+from charm_pass.outcome import Outcome
 from garm import GARM_API_URL, READY_TIMEOUT
-from outcome import Outcome
 from reconcile import PASS_BUDGET, POLL_INTERVAL, TEARDOWN_TIMEOUT, Writes
-from telemetry import traced
+from records import leadership, secrets_store
+from relations import backup_target, cos, database, ingress
+from relations.configurator_contract import CONFIGURATOR_RELATION_NAME
+from relations.debug_ssh import DEBUG_SSH_RELATION_NAME
+from vocabulary.telemetry import traced
+from workload import agent_image, pebble_layer
 
 logger = logging.getLogger(__name__)
 
@@ -99,7 +81,7 @@ class GarmCharm(ops.CharmBase):
         framework.observe(on.get_credentials_action, self._on_get_credentials_action)
         framework.observe(on.scaleset_status_action, self._on_scaleset_status_action)
         framework.observe(on.stop, self._on_stop)
-        container = on[workload.CONTAINER_NAME]
+        container = on[pebble_layer.CONTAINER_NAME]
         framework.observe(container.pebble_check_failed, self._on_check_failed)
         framework.observe(container.pebble_custom_notice, self._on_custom_notice)
         cos.push_security_events(self)
@@ -154,7 +136,7 @@ class GarmCharm(ops.CharmBase):
         )
 
     def _on_check_failed(self, event: ops.PebbleCheckFailedEvent) -> None:
-        workload.report_check_failed(event)
+        pebble_layer.report_check_failed(event)
 
     def _on_custom_notice(self, event: ops.PebbleCustomNoticeEvent) -> None:
         if continuation.is_continuation(event):
@@ -176,7 +158,7 @@ class GarmCharm(ops.CharmBase):
         # Relation data only: every unit publishes its ingress address, leader or not.
         ingress.publish_ingress_request(self)
         cos.publish(self)
-        container = self.unit.get_container(workload.CONTAINER_NAME)
+        container = self.unit.get_container(pebble_layer.CONTAINER_NAME)
         if not container.can_connect():
             return Outcome(ops.WaitingStatus(WAITING_PEBBLE))
         # Read once: what this pass knows of the workload's plan (log targets, database,
@@ -187,10 +169,8 @@ class GarmCharm(ops.CharmBase):
             return Outcome(ops.WaitingStatus(WAITING_SECRETS))
         if not leader:
             leadership.stand_by(self.unit, container, "this unit is no longer the leader")
-            return Outcome(
-                leadership.units_blocked(self.model, self._planned_units)
-                or ops.ActiveStatus(STANDBY)
-            )
+            blocked = leadership.units_blocked(self.model, self._planned_units)
+            return Outcome(blocked or ops.ActiveStatus(STANDBY))
         outcome = self._serve(container, plan, owned)
         return dataclasses.replace(
             outcome, units_blocked=leadership.units_blocked(self.model, self._planned_units)
@@ -207,43 +187,16 @@ class GarmCharm(ops.CharmBase):
             leadership.stand_by(self.unit, container, refused.message)
             return Outcome(refused)
         leadership.serve(self.unit)
-        if not container.exists(workload.DATA_DIR):
+        if not container.exists(pebble_layer.DATA_DIR):
             return Outcome(ops.WaitingStatus(WAITING_STORAGE))
         database.request_database(self)
-        db = database.choose_database(self, workload.planned_database(plan))
+        db = database.choose_database(self, pebble_layer.planned_database(plan))
         if db is None:
             return Outcome(ops.WaitingStatus(WAITING_DATABASE))
-        memory = peer_record.load(self.model)
-        tools = agent_image.read_manifest(container)
-        stored, record = provider_record.load_record(self.model, owned.jwt_secret)
-        if stored is None:
-            record = provider_record.rebuild_missing(workload.planned_providers_json(plan))
-        # A configurator secret is read again only for content GARM has not been given.
-        secrets = ConfiguratorSecrets(
-            self.model,
-            digest_key=owned.jwt_secret,
-            known_passwords=[p.password for p in record],
-            refreshed=self._refreshed,
+        wanted = leader_pass.read_wanted(self, container, plan, owned, self._refreshed)
+        publish, trusted, running = leader_pass.publish_workload(
+            container, plan, owned, db, wanted
         )
-        state = CharmState.from_charm(self, memory.incumbents, tools, secrets=secrets)
-        secrets.save()
-        admitted = provider_record.admit(record, provider_record.merge(record, state.providers))
-        providers = admitted.providers
-        # Stored before it is published: whatever this hook does next, GARM never runs with a
-        # provider the record could forget.
-        stored = provider_record.save_record(
-            self.app, self.model, stored, providers, owned.jwt_secret
-        )
-        planned = endpoint_trust.from_environment(workload.planned_environment(plan))
-        trusted = endpoint_trust.before_pass(planned, state.endpoints)
-        publish = functools.partial(
-            self._apply_workload, container, owned, db, providers, state.external_url
-        )
-        try:
-            publish(trusted, plan)
-            running = workload.service_state(container)
-        except workload.GarmExitedError as exc:
-            running = str(exc)
         if running != ops.pebble.ServiceStatus.ACTIVE.value:
             # GARM exits at start, or an operator stopped it: no GARM to wait 30 s for.
             not_running = NOT_RUNNING.format(state=running, unit=self.unit.name)
@@ -251,52 +204,15 @@ class GarmCharm(ops.CharmBase):
         sync = garm_sync.sync_garm(
             self,
             garm_sync.GarmAccess(self.garm_api_url, self.ready_timeout),
-            state,
+            wanted.state,
             owned.admin,
-            memory,
+            wanted.memory,
             read_tool=agent_image.tool_reader(container),
             db=db,
             writes=writes,
         )
-        if sync.endpoint_bundles is not None:
-            garm_sync.retrust(publish, trusted, state.endpoints, sync.endpoint_bundles)
-        if sync.restart_garm:
-            garm_restart.restart_for_stall(container, sync.status)
-        if sync.unfinished:
-            continuation.request(container, sync.unfinished)
-        # A trim restarts GARM next pass: only a pass that went through trims (not each of a
-        # mass removal's continued passes, restarting a GARM of hundreds of scale sets).
-        live = None if sync.unfinished else sync.live
-        kept = provider_record.trim(providers, state.providers, live)
-        provider_record.save_record(self.app, self.model, stored, kept, owned.jwt_secret)
-        problems = "; ".join(
-            p for p in (admitted.notice(), describe_problems(state.problems)) if p
-        )
-        return Outcome(sync.status, problems, state.blocked or bool(admitted.left_out))
-
-    @traced("reconcile.workload")
-    def _apply_workload(
-        self,
-        container: ops.Container,
-        owned: secrets_store.OwnedSecrets,
-        db: workload.DatabaseConfig,
-        providers: Sequence[provider_record.ProviderConfig],
-        external_url: str,
-        ca_bundles: Mapping[str, str],
-        plan: ops.pebble.Plan | None,
-    ) -> None:
-        source = workload.entrypoint_source()
-        environment = workload.build_environment(
-            providers_json=provider_record.canonical_json(providers),
-            jwt_secret=owned.jwt_secret,
-            passphrase=owned.db_passphrase,
-            database=db,
-            app_base_url=external_url,
-            proxy_env=workload.proxy_environment(os.environ),
-            config_version=workload.config_version(source),
-            ca_bundles=ca_bundles,
-        )
-        workload.apply_workload(container, workload.build_layer(environment), source, plan=plan)
+        leader_pass.after_sync(self, container, owned, wanted, (publish, trusted), sync)
+        return Outcome(sync.status, wanted.problems(), wanted.blocked())
 
 
 def _reconcile_events(on: ops.CharmEvents) -> list[ops.BoundEvent]:
@@ -311,18 +227,11 @@ def _reconcile_events(on: ops.CharmEvents) -> list[ops.BoundEvent]:
         on.garm_data_storage_attached,
     ]
     for relation in (CONFIGURATOR_RELATION_NAME, DEBUG_SSH_RELATION_NAME, *cos.RELATIONS):
-        events += [
-            on[relation].relation_joined,
-            on[relation].relation_changed,
-            on[relation].relation_departed,
-            on[relation].relation_broken,
-        ]
+        r = on[relation]
+        events += [r.relation_joined, r.relation_changed, r.relation_departed, r.relation_broken]
     for relation in (database.POSTGRESQL_RELATION, ingress.INGRESS_RELATION):
-        events += [
-            on[relation].relation_joined,
-            on[relation].relation_changed,
-            on[relation].relation_broken,
-        ]
+        r = on[relation]
+        events += [r.relation_joined, r.relation_changed, r.relation_broken]
     # A deposed leader gets one of these soon after leadership moves (ADR 0007); created, so
     # that the leader writes its memory into the peer relation as soon as Juju gives it one.
     events += [

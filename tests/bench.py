@@ -45,7 +45,7 @@ from unittest import mock
 import ops
 from ops import testing
 
-from continuation import CONTINUE_KEY
+from charm_pass.continuation import CONTINUE_KEY
 from reconcile import Writes
 from reconcile import writes as writes_module
 from tests.charm_driver import CONFIGURATOR, CharmDriver, Configurator, base_state, configurator

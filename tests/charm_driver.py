@@ -37,15 +37,14 @@ import ops
 from ops import testing
 from scenario import mocking
 
-import agent_image
-import continuation
-import workload
 from charm import GarmCharm
-from garm_entrypoint import joined_providers_json
-from leadership import PEER_RELATION
+from charm_pass import continuation
+from container_scripts.garm_entrypoint import joined_providers_json
+from records.leadership import PEER_RELATION
 from tests.juju_model_limits import ModelLimits
 from tests.log_secrets import register_secret
 from tests.rsa_keys import pkcs1_pem
+from workload import agent_image, pebble_layer
 
 CONFIGURATOR = "garm-configurator"
 # Juju creates the peer relation with the application, before any integration: the first id.
@@ -279,10 +278,10 @@ def base_state(
         if not agent_dir.exists():
             write_agent_tools(agent_dir)
     container = testing.Container(
-        workload.CONTAINER_NAME,
+        pebble_layer.CONTAINER_NAME,
         can_connect=True,
         mounts={
-            "data": testing.Mount(location=workload.DATA_DIR, source=data_dir),
+            "data": testing.Mount(location=pebble_layer.DATA_DIR, source=data_dir),
             "garm-agent": testing.Mount(location=agent_image.AGENT_DIR, source=agent_dir),
         },
     )
@@ -297,8 +296,8 @@ def base_state(
 
 def _with_service_status(state: testing.State, status: ops.pebble.ServiceStatus) -> testing.State:
     """``state`` where Pebble shows the GARM service in ``status``."""
-    container = state.get_container(workload.CONTAINER_NAME)
-    changed = dataclasses.replace(container, service_statuses={workload.SERVICE_NAME: status})
+    container = state.get_container(pebble_layer.CONTAINER_NAME)
+    changed = dataclasses.replace(container, service_statuses={pebble_layer.SERVICE_NAME: status})
     return dataclasses.replace(state, containers={changed})
 
 
@@ -355,8 +354,8 @@ def recorded_providers(state: testing.State) -> list[str]:
 
 def planned_env(state: testing.State) -> dict[str, str]:
     """Return the GARM service environment of the container's plan in ``state``."""
-    container = state.get_container(workload.CONTAINER_NAME)
-    service = container.plan.services.get(workload.SERVICE_NAME)
+    container = state.get_container(pebble_layer.CONTAINER_NAME)
+    service = container.plan.services.get(pebble_layer.SERVICE_NAME)
     if service is None:
         return {}
     return {key: str(value) for key, value in service.environment.items()}
@@ -544,7 +543,7 @@ class CharmDriver:
 
     def continue_once(self) -> testing.State:
         """Deliver the charm's notice once: one ``pebble-custom-notice`` hook."""
-        container = self.state.get_container(workload.CONTAINER_NAME)
+        container = self.state.get_container(pebble_layer.CONTAINER_NAME)
         notice = testing.Notice(continuation.CONTINUE_KEY)
         container = dataclasses.replace(container, notices=[notice])
         others = {c for c in self.state.containers if c.name != container.name}
@@ -674,8 +673,8 @@ class CharmDriver:
 
     @contextmanager
     def _wired(self) -> Iterator[None]:
-        real_apply = workload.apply_workload
-        real_stand_by = workload.stand_by
+        real_apply = pebble_layer.apply_workload
+        real_stand_by = pebble_layer.stand_by
 
         def apply_and_restart(
             container: ops.Container,
@@ -687,12 +686,12 @@ class CharmDriver:
             replanned = real_apply(container, layer, entrypoint, plan=plan)
             if replanned:
                 self.replans += 1
-                service = layer.get("services", {}).get(workload.SERVICE_NAME, {})
+                service = layer.get("services", {}).get(pebble_layer.SERVICE_NAME, {})
                 self.emulator.replan(dict(service.get("environment", {})))
                 if self.start_failure is not None:
                     # What the replan raises on the real Pebble when GARM exits at start.
                     self._start_failed = True
-                    raise workload.GarmExitedError(self.start_failure)
+                    raise pebble_layer.GarmExitedError(self.start_failure)
             return replanned
 
         def stand_by_and_stop(container: ops.Container) -> str | None:
@@ -705,17 +704,17 @@ class CharmDriver:
 
         def restart(container: ops.Container, *names: str) -> None:
             real_restart(container, *names)
-            if workload.SERVICE_NAME in names:
+            if pebble_layer.SERVICE_NAME in names:
                 self.restarts += 1
-                self.emulator.replan(workload.planned_environment(container.get_plan()))
+                self.emulator.replan(pebble_layer.planned_environment(container.get_plan()))
 
         with (
             mock.patch.object(ops.Container, "restart", restart),
             mock.patch.object(GarmCharm, "garm_api_url", self.api_url),
             mock.patch.object(GarmCharm, "ready_timeout", self.ready_timeout),
             self._budget(),
-            mock.patch.object(workload, "apply_workload", apply_and_restart),
-            mock.patch.object(workload, "stand_by", stand_by_and_stop),
+            mock.patch.object(pebble_layer, "apply_workload", apply_and_restart),
+            mock.patch.object(pebble_layer, "stand_by", stand_by_and_stop),
         ):
             yield
 
@@ -725,6 +724,6 @@ def deployed(garm: Garm, state: testing.State, *, ready_timeout: float = 2.0) ->
     charm = CharmDriver(garm, state, ready_timeout=ready_timeout)
     charm.run(charm.ctx.on.install())
     charm.run(charm.ctx.on.leader_elected())
-    container = charm.state.get_container(workload.CONTAINER_NAME)
+    container = charm.state.get_container(pebble_layer.CONTAINER_NAME)
     charm.run(charm.ctx.on.pebble_ready(container))
     return charm

@@ -7,9 +7,9 @@ from collections.abc import Iterator
 
 import pytest
 
-from cos_logging import SecurityEventPusher
-from security_events import LOGGER_NAME
+from relations.cos_logging import SecurityEventPusher
 from tests.log_secrets import SECRET_VALUES, captured_log_text
+from vocabulary.security_events import LOGGER_NAME
 
 
 @pytest.fixture(autouse=True)

@@ -14,7 +14,7 @@ from typing import Any
 
 import pytest
 
-from security_events import LOGGER_NAME
+from vocabulary.security_events import LOGGER_NAME
 
 PUSH_PATH = "/loki/api/v1/push"
 

@@ -33,9 +33,7 @@ from typing import Any
 import ops
 from ops import testing
 
-import agent_image
-import endpoint_trust
-from charm_state import SHELL_NEEDS_TLS
+from charm_pass.charm_state import SHELL_NEEDS_TLS
 from garm import GarmClient
 from tests.charm_driver import (
     CharmDriver,
@@ -57,6 +55,7 @@ from tests.simulate_backends import (
     open_backend,
     serve_ingress,
 )
+from workload import agent_image, endpoint_trust
 
 
 class StoryFailedError(Exception):

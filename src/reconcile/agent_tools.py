@@ -22,7 +22,9 @@ import logging
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 
-from desired_state import (
+from garm import AgentToolInfo, GarmClient
+from reconcile.containment import contain
+from vocabulary.desired_state import (
     AgentTool,
     AgentTools,
     AgentToolUnreadable,
@@ -30,9 +32,7 @@ from desired_state import (
     ScalesetSpec,
     ToolReader,
 )
-from garm import AgentToolInfo, GarmClient
-from notices import Notice, Severity
-from reconcile.containment import contain
+from vocabulary.notices import Notice, Severity
 
 logger = logging.getLogger(__name__)
 

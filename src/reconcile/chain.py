@@ -18,17 +18,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 
-from desired_state import (
-    CredentialSpec,
-    DesiredState,
-    EntityKey,
-    Incumbents,
-    ToolReader,
-    app_of_provider,
-    entity_key,
-)
 from garm import GarmClient, Instance, ScaleSet
-from notices import Notice, Severity
 from reconcile.agent_tools import sync_agent_tools
 from reconcile.charmed_template import apply_charmed_template
 from reconcile.controller import Controller, sync_controller
@@ -51,7 +41,17 @@ from reconcile.scalesets.stall import (
     watch_stalls,
 )
 from reconcile.writes import Unfinished, Writes
-from telemetry import traced, tracer
+from vocabulary.desired_state import (
+    CredentialSpec,
+    DesiredState,
+    EntityKey,
+    Incumbents,
+    ToolReader,
+    app_of_provider,
+    entity_key,
+)
+from vocabulary.notices import Notice, Severity
+from vocabulary.telemetry import traced, tracer
 
 logger = logging.getLogger(__name__)
 

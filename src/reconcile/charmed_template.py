@@ -11,7 +11,6 @@ from __future__ import annotations
 import logging
 from collections.abc import Sequence
 
-from desired_state import DebugSshConnection
 from garm import (
     CreateTemplateParams,
     GarmClient,
@@ -20,7 +19,8 @@ from garm import (
     to_base64,
 )
 from reconcile.containment import contain
-from runner_template import prepend_after_shebang, render_tmate_snippet
+from vocabulary.desired_state import DebugSshConnection
+from vocabulary.runner_template import prepend_after_shebang, render_tmate_snippet
 
 logger = logging.getLogger(__name__)
 

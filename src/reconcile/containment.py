@@ -29,7 +29,7 @@ from garm import (
     GarmProtocolError,
     GarmUnauthorizedError,
 )
-from notices import Notice, refusal
+from vocabulary.notices import Notice, refusal
 
 # The failures that end a pass: they are about GARM or the charm's session, not one object.
 PASS_ENDING: tuple[type[GarmApiError], ...] = (

@@ -22,7 +22,6 @@ import hashlib
 import logging
 from collections.abc import Collection, Mapping, Sequence
 
-from desired_state import KEY_UNREADABLE, MANAGED_CREDENTIAL_DESCRIPTION, CredentialSpec
 from garm import (
     CreateCredentialParams,
     Credential,
@@ -33,11 +32,12 @@ from garm import (
     describe_failure,
     to_base64,
 )
-from notices import Notice, Severity
 from reconcile.containment import contain
 from reconcile.endpoints import endpoint_of
 from reconcile.writes import Writes
-from security_events import deleted
+from vocabulary.desired_state import KEY_UNREADABLE, MANAGED_CREDENTIAL_DESCRIPTION, CredentialSpec
+from vocabulary.notices import Notice, Severity
+from vocabulary.security_events import deleted
 
 logger = logging.getLogger(__name__)
 

@@ -19,7 +19,6 @@ import binascii
 import logging
 from collections.abc import Collection, Sequence
 
-from desired_state import DEFAULT_GITHUB_ENDPOINT, MANAGED_CREDENTIAL_DESCRIPTION, EndpointSpec
 from garm import (
     CreateEndpointParams,
     Endpoint,
@@ -29,10 +28,15 @@ from garm import (
     describe_failure,
     to_base64,
 )
-from github_endpoint import BASE_URL_FIELD, ca_certificates
-from notices import Notice, Severity
 from reconcile.containment import contain
-from security_events import deleted
+from vocabulary.desired_state import (
+    DEFAULT_GITHUB_ENDPOINT,
+    MANAGED_CREDENTIAL_DESCRIPTION,
+    EndpointSpec,
+)
+from vocabulary.github_endpoint import BASE_URL_FIELD, ca_certificates
+from vocabulary.notices import Notice, Severity
+from vocabulary.security_events import deleted
 
 logger = logging.getLogger(__name__)
 

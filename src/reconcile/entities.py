@@ -17,7 +17,6 @@ import secrets
 from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass
 
-from desired_state import EntityKey, EntitySpec, entity_key
 from garm import (
     Credential,
     GarmClient,
@@ -26,12 +25,13 @@ from garm import (
     ScaleSet,
     describe_failure,
 )
-from notices import Notice, Severity
 from reconcile.containment import contain
 from reconcile.credentials import is_managed
 from reconcile.endpoints import endpoint_of
 from reconcile.writes import Writes
-from security_events import deleted
+from vocabulary.desired_state import EntityKey, EntitySpec, entity_key
+from vocabulary.notices import Notice, Severity
+from vocabulary.security_events import deleted
 
 logger = logging.getLogger(__name__)
 

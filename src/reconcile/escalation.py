@@ -14,7 +14,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from datetime import datetime, timedelta
 
-from notices import Notice, Severity
+from vocabulary.notices import Notice, Severity
 
 # GitHub's and a cloud's incidents are often over within minutes, and GARM retries on its own;
 # three of Juju's default update-status intervals (5 min) is long enough that a failure still

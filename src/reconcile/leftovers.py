@@ -15,7 +15,7 @@ import logging
 from collections.abc import Mapping
 from datetime import datetime, timedelta
 
-from notices import Notice, Severity
+from vocabulary.notices import Notice, Severity
 
 logger = logging.getLogger(__name__)
 

@@ -37,9 +37,9 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import cast
 
-from desired_state import DEFAULT_GITHUB_ENDPOINT, EntityKey, Incumbents, entity_key
 from reconcile.scalesets.reclaim import Registration
 from reconcile.scalesets.stall import Recovery, Step
+from vocabulary.desired_state import DEFAULT_GITHUB_ENDPOINT, EntityKey, Incumbents, entity_key
 
 logger = logging.getLogger(__name__)
 

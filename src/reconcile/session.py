@@ -15,7 +15,7 @@ from contextlib import contextmanager
 from typing import Protocol
 
 from garm import GarmClient, GarmConnectionError, GarmUnauthorizedError
-from security_events import admin_login_refused
+from vocabulary.security_events import admin_login_refused
 
 logger = logging.getLogger(__name__)
 

@@ -25,7 +25,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Generic, TypeVar
 
-from notices import Notice
+from vocabulary.notices import Notice
 
 logger = logging.getLogger(__name__)
 

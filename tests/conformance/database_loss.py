@@ -27,7 +27,7 @@ from tests.simulate_backends import (
     is_idle,
     open_backend,
 )
-from workload import CONTAINER_NAME
+from workload.pebble_layer import CONTAINER_NAME
 
 # The done-when of issue 42: both scale sets back within three hooks of the new pod's.
 HOOKS = 3

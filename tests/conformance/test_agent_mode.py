@@ -10,7 +10,11 @@ from __future__ import annotations
 import hashlib
 from dataclasses import dataclass, field, replace
 
-from desired_state import (
+from garm import GarmClient
+from reconcile import ChainResult, Memory, run_chain
+from tests.conformance.conftest import PROVIDER_NAME, Garm
+from tests.rsa_keys import pkcs1_pem
+from vocabulary.desired_state import (
     AgentTool,
     AgentTools,
     AgentToolUnreadable,
@@ -20,11 +24,7 @@ from desired_state import (
     EntitySpec,
     ScalesetSpec,
 )
-from garm import GarmClient
-from notices import Notice, Severity
-from reconcile import ChainResult, Memory, run_chain
-from tests.conformance.conftest import PROVIDER_NAME, Garm
-from tests.rsa_keys import pkcs1_pem
+from vocabulary.notices import Notice, Severity
 
 MARKER = "Managed by garm"
 CREDENTIAL = "app-5-6"

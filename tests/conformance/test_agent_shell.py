@@ -25,7 +25,6 @@ from typing import Any
 
 import pytest
 
-from desired_state import AgentTool, AgentTools, ScalesetSpec
 from garm import GarmClient
 from reconcile.chain import run_chain
 from reconcile.scalesets.names import target_scaleset_name
@@ -34,6 +33,7 @@ from tests.conformance.test_agent_mode import Reader, desired, spec
 from tests.real_garm.garm_agent import shipped_agent
 from tests.real_garm.harness import SKIP_REASON, RealGarm, garm_binary
 from tests.real_garm.tls_front import TlsFront
+from vocabulary.desired_state import AgentTool, AgentTools, ScalesetSpec
 
 # What GARM sends for a time it never set (Go's zero time.Time).
 NEVER = "0001-01-01T00:00:00Z"

@@ -32,7 +32,6 @@ import ops
 import pytest
 from ops import testing
 
-from github_endpoint import ca_certificates, endpoint_name
 from tests.charm_driver import CharmDriver, configurator
 from tests.conformance.conftest import REAL, Garm, hook_until
 from tests.github_standin import GitHubStandin
@@ -40,6 +39,7 @@ from tests.real_garm.github_apps import register_configured_apps
 from tests.real_garm.harness import RealGarm
 from tests.real_garm.tls_front import TlsFront, make_certificates
 from tests.simulate_backends import is_idle
+from vocabulary.github_endpoint import ca_certificates, endpoint_name
 
 COM, GHES = "cfg-com", "cfg-ghes"
 

@@ -15,7 +15,7 @@ from pathlib import Path
 import ops
 import pytest
 
-from provider_shim import POOL_TAG_PREFIX
+from container_scripts.provider_shim import POOL_TAG_PREFIX
 from tests.charm_driver import CharmDriver, configurator
 from tests.conformance.backends import REAL
 from tests.conformance.charm_faults import blocked, fault_rows, faulted_prefix

@@ -27,12 +27,12 @@ from typing import Any
 import ops
 from ops import testing
 
-from configurator_contract import PRIVATE_KEY_FIELD
-from desired_state import credential_name
+from relations.configurator_contract import PRIVATE_KEY_FIELD
 from tests.charm_driver import CharmDriver, configurator
 from tests.conformance.conftest import Garm, hook_until
 from tests.rsa_keys import pkcs1_pem, rewrapped
 from tests.simulate_backends import StoryGarm, is_busy, is_idle
+from vocabulary.desired_state import credential_name
 
 A, B = "cfg-a", "cfg-b"
 ORGS = {A: "org-a", B: "org-b"}

@@ -11,7 +11,6 @@ from __future__ import annotations
 import base64
 from typing import Any
 
-from desired_state import MANAGED_CREDENTIAL_DESCRIPTION
 from garm import (
     CreateCredentialParams,
     CreateScaleSetParams,
@@ -22,6 +21,7 @@ from garm import (
 from tests.conformance.backends import wait_for
 from tests.conformance.conftest import PROVIDER_NAME, Garm
 from tests.rsa_keys import pkcs1_pem
+from vocabulary.desired_state import MANAGED_CREDENTIAL_DESCRIPTION
 
 SCALESET = "drain-me-1a2b3c4d"
 

@@ -24,10 +24,10 @@ from garm import (
     GithubApp,
     UpdateEndpointParams,
 )
-from github_endpoint import ca_certificates, endpoint_name
 from tests.conformance.test_client import WEBHOOK_SECRET, key_b64, scaleset_params
 from tests.github_standin import GitHubStandin
 from tests.real_garm.tls_front import make_certificates
+from vocabulary.github_endpoint import ca_certificates, endpoint_name
 
 GHES = "https://ghes.example.com"
 NAME = "ghes.example.com"

@@ -21,8 +21,6 @@ import ops
 import pytest
 from ops import testing
 
-import security_events
-import workload
 from tests.charm_driver import CharmDriver, base_state
 from tests.conformance.backends import wait_for
 from tests.conformance.conftest import (
@@ -45,6 +43,8 @@ from tests.real_garm.harness import (
 )
 from tests.real_garm.pebble_service import CHECK_FAILED, PebbleService
 from tests.security_log import security_events as logged
+from vocabulary import security_events
+from workload import pebble_layer
 
 pytestmark = [
     pytest.mark.skipif(garm_binary() is None, reason=SKIP_REASON),
@@ -134,11 +134,11 @@ def test_a_hung_garm_fails_its_check_is_restarted_by_pebble_and_reported_by_the_
         failures=reported.failures,
         threshold=reported.threshold,
     )
-    container = driver.state.get_container(workload.CONTAINER_NAME)
+    container = driver.state.get_container(pebble_layer.CONTAINER_NAME)
     container = dataclasses.replace(
         container,
         check_infos={info},
-        service_statuses={workload.SERVICE_NAME: ops.pebble.ServiceStatus(pebble_state)},
+        service_statuses={pebble_layer.SERVICE_NAME: ops.pebble.ServiceStatus(pebble_state)},
     )
     caplog.clear()
     driver.ctx.run(
@@ -147,7 +147,7 @@ def test_a_hung_garm_fails_its_check_is_restarted_by_pebble_and_reported_by_the_
     )
 
     (event,) = logged(caplog, security_events.SYS_CRASH)
-    assert event["event"] == f"sys_crash:garm,{workload.CHECK_NAME}"
+    assert event["event"] == f"sys_crash:garm,{pebble_layer.CHECK_NAME}"
     assert (
         f"failed {reported.failures} time(s) in a row (threshold {reported.threshold})"
         in event["description"]

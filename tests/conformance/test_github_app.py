@@ -13,7 +13,6 @@ from collections.abc import Iterator
 
 import pytest
 
-from desired_state import MANAGED_CREDENTIAL_DESCRIPTION
 from garm import (
     CreateCredentialParams,
     CreateScaleSetParams,
@@ -28,6 +27,7 @@ from tests.github_standin import AppJwtCheck, GitHubStandin, key_fingerprint
 from tests.github_standin.apps import DECODE_FAILED
 from tests.real_garm.harness import SKIP_REASON, RealGarm, garm_binary
 from tests.rsa_keys import pkcs1_pem
+from vocabulary.desired_state import MANAGED_CREDENTIAL_DESCRIPTION
 
 APP_ID, INSTALLATION_ID = 41, 42
 CREDENTIAL = f"app-{APP_ID}-{INSTALLATION_ID}"

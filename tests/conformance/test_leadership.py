@@ -18,7 +18,7 @@ import pytest
 from ops import testing
 from scenario.context import _Event  # pyright: ignore[reportPrivateUsage]
 
-from leadership import GARM_UNIT_KEY, LEADER_KEY
+from records.leadership import GARM_UNIT_KEY, LEADER_KEY
 from tests.charm_driver import CharmDriver, base_state, replaced_database
 from tests.conformance.test_charm import quiet_configurator
 from tests.github_standin import GitHubStandin

@@ -31,8 +31,8 @@ from tests.github_standin import GitHubStandin
 from tests.real_garm.harness import SKIP_REASON, RealGarm, garm_binary
 
 ROOT = Path(__file__).resolve().parents[2]
-DASHBOARDS = sorted((ROOT / "src" / "grafana_dashboards").glob("*.json"))
-RULE_FILES = sorted((ROOT / "src" / "prometheus_alert_rules").glob("*.rule*"))
+DASHBOARDS = sorted((ROOT / "src" / "relations" / "grafana_dashboards").glob("*.json"))
+RULE_FILES = sorted((ROOT / "src" / "relations" / "prometheus_alert_rules").glob("*.rule*"))
 # Series Prometheus makes itself for every target; GARM does not (and cannot) export them.
 PROMETHEUS_SERIES = frozenset({"up"})
 SCRAPE_TIMEOUT = 150.0

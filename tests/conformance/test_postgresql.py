@@ -18,7 +18,7 @@ import ops
 import pytest
 from ops import testing
 
-import database
+from relations import database
 from tests.charm_driver import CharmDriver, configurator, planned_providers, replaced_database
 from tests.log_secrets import register_secret
 from tests.real_garm.postgres import DATABASE, PostgresServer, started_or_skipped

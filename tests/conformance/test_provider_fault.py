@@ -13,8 +13,8 @@ from __future__ import annotations
 import base64
 from typing import Any
 
+from container_scripts.garm_entrypoint import GARM_PROVIDERS_JSON
 from garm import GarmClient
-from garm_entrypoint import GARM_PROVIDERS_JSON
 from tests.conformance.backends import EMULATOR, wait_for
 from tests.conformance.conftest import Garm
 from tests.conformance.test_drain import _seed_scaleset

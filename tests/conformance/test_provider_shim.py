@@ -17,8 +17,8 @@ from typing import Any
 
 import pytest
 
+from container_scripts.provider_shim import POOL_TAG_PREFIX, nova_pool_id
 from garm import GarmClient, UpdateScaleSetParams
-from provider_shim import POOL_TAG_PREFIX, nova_pool_id
 from tests.conformance.backends import wait_for
 from tests.conformance.conftest import (
     ADMIN_PASSWORD,

@@ -14,7 +14,6 @@ from typing import Any
 
 import pytest
 
-from desired_state import AppKey, CredentialSpec, EntitySpec, ScalesetSpec, entity_key
 from garm import (
     CreateCredentialParams,
     CreateScaleSetParams,
@@ -32,6 +31,7 @@ from reconcile.scalesets.retirement import Handover, ScalesetProgress
 from tests.conformance.conftest import PROVIDER_NAME, Garm
 from tests.github_standin import GitHubStandin
 from tests.rsa_keys import pkcs1_pem
+from vocabulary.desired_state import AppKey, CredentialSpec, EntitySpec, ScalesetSpec, entity_key
 
 MARKER = "Managed by garm"
 CREDENTIAL = "app-1-2"

@@ -22,7 +22,6 @@ import pytest
 from ops import testing
 
 from charm import GarmCharm
-from desired_state import MANAGED_CREDENTIAL_DESCRIPTION
 from reconcile import teardown
 from tests.charm_driver import CharmDriver, configurator
 from tests.conformance.backends import EMULATOR, wait_for
@@ -30,6 +29,7 @@ from tests.conformance.conftest import Garm
 from tests.garm_emulator import GarmEmulator
 from tests.github_standin import GitHubStandin
 from tests.real_garm.proxy import RecordedCall
+from vocabulary.desired_state import MANAGED_CREDENTIAL_DESCRIPTION
 
 # Real seconds the stop hook may spend before it gives up on a busy runner.
 BLOCKED_TIMEOUT = 3.0

@@ -13,14 +13,14 @@ import ops
 import pytest
 from ops import testing
 
-import security_events
 from garm import GarmClient
-from secrets_store import ADMIN_CREDENTIALS_LABEL
+from records.secrets_store import ADMIN_CREDENTIALS_LABEL
 from tests.charm_driver import CharmDriver
 from tests.conformance.conftest import Garm
 from tests.log_secrets import register_secret
 from tests.real_garm.proxy import LOGIN_PATH
 from tests.security_log import security_events as logged
+from vocabulary import security_events
 
 WRONG_PASSWORD = "Not-the-admin-password-9"
 register_secret(WRONG_PASSWORD)

@@ -29,7 +29,7 @@ from tests.charm_driver import Configurator, configurator
 from tests.faults.world import World
 from tests.real_garm.job_demand import RECORDED, demand_recorded
 from tests.simulate_backends import is_busy, is_idle
-from workload import CONTAINER_NAME
+from workload.pebble_layer import CONTAINER_NAME
 
 CFG_A, CFG_B = "cfg-a", "cfg-b"
 EMPTY, TWO, BUSY = "empty", "two", "busy"

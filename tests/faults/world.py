@@ -34,7 +34,7 @@ from tests.real_garm.harness import UNEXPECTED_EXITS, garm_binary
 from tests.real_garm.postgres import DATABASE, PostgresServer
 from tests.real_garm.proxy import RecordedCall, is_instance_call, writes
 from tests.simulate_backends import PodGarm, ingress_relation, postgresql_relation
-from workload import CONTAINER_NAME
+from workload.pebble_layer import CONTAINER_NAME
 
 # How long a state of GARM's own (a runner up, a job taken) may take to come.
 AWAIT_TIMEOUT = 90.0

@@ -15,7 +15,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 from urllib.parse import parse_qsl, unquote, urlsplit
 
-from garm_entrypoint import joined_providers_json
+from container_scripts.garm_entrypoint import joined_providers_json
 
 from . import routes
 from .state import (

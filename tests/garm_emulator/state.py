@@ -19,7 +19,7 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 from urllib.parse import urlsplit
 
-from garm_entrypoint import PROVIDER_SHIM
+from container_scripts.garm_entrypoint import PROVIDER_SHIM
 from tests.log_secrets import register_secret
 
 from .endpoints import Endpoint, EndpointError, EndpointStore

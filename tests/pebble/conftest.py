@@ -1,9 +1,9 @@
 """Fixtures of the real-Pebble tests: a Pebble daemon and a pod where GARM is a stand-in.
 
-The charm's own workload code (``src/workload.py``) runs on an ``ops.Container`` whose client
-talks to the real Pebble (:mod:`tests.real_pebble`). Only what would touch the machine outside
-the test's directory is moved: the entrypoint is pushed into the test's directory instead of
-``/opt/garm-charm``, and the layer's GARM command runs the stand-in GARM
+The charm's own workload code (``src/workload/pebble_layer.py``) runs on an ``ops.Container``
+whose client talks to the real Pebble (:mod:`tests.real_pebble`). Only what would touch the
+machine outside the test's directory is moved: the entrypoint is pushed into the test's
+directory instead of ``/opt/garm-charm``, and the layer's GARM command runs the stand-in GARM
 (``tests/pebble/standin_garm.py``) on a free port of 127.0.0.1, which the liveness check asks.
 The stand-by command runs the charm's real entrypoint with its stand-by argument.
 """
@@ -21,11 +21,11 @@ from pathlib import Path
 import ops
 import pytest
 
-import workload
 from tests.local_parts import PEBBLE
 from tests.real_garm.harness import standalone_environment
 from tests.real_garm.ports import reserved_port
 from tests.real_pebble import RealPebble
+from workload import pebble_layer
 
 STANDIN = Path(__file__).with_name("standin_garm.py")
 
@@ -57,7 +57,7 @@ class Pod:
 
     def layer(self, environment: dict[str, str] | None = None) -> ops.pebble.LayerDict:
         """The charm's layer for ``environment`` (a standalone one by default)."""
-        return workload.build_layer(environment or standalone_environment())
+        return pebble_layer.build_layer(environment or standalone_environment())
 
     def garm_pids(self) -> list[int]:
         """The pids of this pod's stand-in GARM processes that are alive (zombies aside)."""
@@ -93,12 +93,12 @@ def pod(pebble: RealPebble, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> 
 def _pod(
     pebble: RealPebble, entrypoint: Path, port: int, mark: str, monkeypatch: pytest.MonkeyPatch
 ) -> Iterator[Pod]:
-    monkeypatch.setattr(workload, "ENTRYPOINT_PATH", str(entrypoint))
-    monkeypatch.setattr(workload, "SERVICE_COMMAND", standin_command(port, mark))
+    monkeypatch.setattr(pebble_layer, "ENTRYPOINT_PATH", str(entrypoint))
+    monkeypatch.setattr(pebble_layer, "SERVICE_COMMAND", standin_command(port, mark))
     monkeypatch.setattr(
-        workload,
+        pebble_layer,
         "STAND_BY_COMMAND",
-        shlex.join([sys.executable, str(entrypoint), workload.STAND_BY_FLAG]),
+        shlex.join([sys.executable, str(entrypoint), pebble_layer.STAND_BY_FLAG]),
     )
-    monkeypatch.setattr(workload, "METRICS_URL", f"http://127.0.0.1:{port}/metrics")
+    monkeypatch.setattr(pebble_layer, "METRICS_URL", f"http://127.0.0.1:{port}/metrics")
     yield Pod(pebble.container(), port, mark)

@@ -40,12 +40,12 @@ from typing import Any
 import httpx
 import ops
 
-import workload
 from tests.local_parts import GARM, PEBBLE
 from tests.pebble.conftest import Pod, standin_command
 from tests.real_garm.harness import RealGarm, standalone_environment
 from tests.real_garm.ports import reserved_port
 from tests.real_pebble import RealPebble
+from workload import pebble_layer
 
 POLL = 0.1
 
@@ -97,10 +97,12 @@ def _until(probe: Callable[[], bool], timeout: float = 300.0) -> float:
 def _hang(pod: Pod, pebble: RealPebble, label: str) -> None:
     [pid] = pod.garm_pids()
     # Right after a passing check: the worst case, a whole period before the next one.
-    (check,) = pod.container.get_checks(workload.CHECK_NAME).values()
+    (check,) = pod.container.get_checks(pebble_layer.CHECK_NAME).values()
     successes = check.successes
     _until(
-        lambda: pod.container.get_checks(workload.CHECK_NAME)[workload.CHECK_NAME].successes
+        lambda: pod.container.get_checks(pebble_layer.CHECK_NAME)[
+            pebble_layer.CHECK_NAME
+        ].successes
         > successes
     )
     os.kill(pid, signal.SIGSTOP)
@@ -120,27 +122,27 @@ def main() -> int:
     if binary is None:
         print(f"NOT MEASURED: {PEBBLE.skip_reason()}")
         return 0
-    check = workload.build_layer({})["checks"][workload.CHECK_NAME]
+    check = pebble_layer.build_layer({})["checks"][pebble_layer.CHECK_NAME]
     print(f"the charm's check: {check}")
     with tempfile.TemporaryDirectory() as scratch, reserved_port() as port:
         root = Path(scratch)
         mark = f"garm-standin-{os.getpid()}"
-        workload.ENTRYPOINT_PATH = str(root / "garm_entrypoint.py")
-        workload.SERVICE_COMMAND = standin_command(port, mark)
-        workload.METRICS_URL = f"http://127.0.0.1:{port}/metrics"
+        pebble_layer.ENTRYPOINT_PATH = str(root / "garm_entrypoint.py")
+        pebble_layer.SERVICE_COMMAND = standin_command(port, mark)
+        pebble_layer.METRICS_URL = f"http://127.0.0.1:{port}/metrics"
         with RealPebble(binary, root / "pebble") as pebble:
             pod = Pod(pebble.container(), port, mark)
-            layer = workload.build_layer(standalone_environment())
-            workload.apply_workload(pod.container, layer, workload.entrypoint_source())
+            layer = pebble_layer.build_layer(standalone_environment())
+            pebble_layer.apply_workload(pod.container, layer, pebble_layer.entrypoint_source())
             _hang(pod, pebble, "hung while running")
             _hang(pod, pebble, "hung a second time")
-            pod.container.stop(workload.SERVICE_NAME)
-            at_start = workload.build_layer(standalone_environment())
-            at_start["services"][workload.SERVICE_NAME]["command"] = standin_command(
+            pod.container.stop(pebble_layer.SERVICE_NAME)
+            at_start = pebble_layer.build_layer(standalone_environment())
+            at_start["services"][pebble_layer.SERVICE_NAME]["command"] = standin_command(
                 port, mark, "--hang-at-start"
             )
             layered = time.monotonic()
-            workload.apply_workload(pod.container, at_start, workload.entrypoint_source())
+            pebble_layer.apply_workload(pod.container, at_start, pebble_layer.entrypoint_source())
             [first] = pod.garm_pids()
             _until(lambda: _replaced(pod, first))
             print(

@@ -1,7 +1,7 @@
 """The charm's workload code on the real Pebble (v1.26.0): plans, restarts, stand-by, failures.
 
-Each test runs ``src/workload.py`` itself on an ``ops.Container`` whose client talks to a real
-Pebble daemon; GARM is the stand-in of ``tests/pebble/conftest.py``. What Pebble does is
+Each test runs ``src/workload/pebble_layer.py`` itself on an ``ops.Container`` whose client talks
+to a real Pebble daemon; GARM is the stand-in of ``tests/pebble/conftest.py``. What Pebble does is
 measured in ``../shared/pebble/README.md``; these tests hold the charm to it.
 """
 
@@ -15,8 +15,8 @@ from collections.abc import Callable
 import ops
 import pytest
 
-import workload
 from tests.pebble.conftest import Pod, standin_command
+from workload import pebble_layer
 
 # ops logs a security event when checks are stopped; under Juju its log handler takes it.
 pytestmark = pytest.mark.filterwarnings("ignore:JujuLogHandler is not set up")
@@ -40,102 +40,102 @@ def _stays(what: str, probe: Callable[[], bool], seconds: float = SETTLE) -> Non
 
 
 def _entrypoint() -> str:
-    return workload.entrypoint_source()
+    return pebble_layer.entrypoint_source()
 
 
 def test_the_plan_holds_the_layer_and_a_second_pass_restarts_nothing(pod: Pod):
     layer = pod.layer()
-    assert workload.apply_workload(pod.container, layer, _entrypoint()) is True
+    assert pebble_layer.apply_workload(pod.container, layer, _entrypoint()) is True
     [pid] = pod.garm_pids()
     plan = pod.container.get_plan()
     # Pebble adds its default threshold; the layer's own keys come back as they were sent.
-    check = plan.checks[workload.CHECK_NAME].to_dict()
+    check = plan.checks[pebble_layer.CHECK_NAME].to_dict()
     assert check["threshold"] == 3
-    assert workload._plan_matches(plan, layer)  # pyright: ignore[reportPrivateUsage]
+    assert pebble_layer._plan_matches(plan, layer)  # pyright: ignore[reportPrivateUsage]
 
-    assert workload.apply_workload(pod.container, layer, _entrypoint()) is False
+    assert pebble_layer.apply_workload(pod.container, layer, _entrypoint()) is False
     assert pod.garm_pids() == [pid]
 
 
 def test_a_changed_provider_restarts_garm_once(pod: Pod):
     first = pod.layer()
-    workload.apply_workload(pod.container, first, _entrypoint())
+    pebble_layer.apply_workload(pod.container, first, _entrypoint())
     [before] = pod.garm_pids()
-    service = first["services"][workload.SERVICE_NAME]
+    service = first["services"][pebble_layer.SERVICE_NAME]
     changed_env = {**service["environment"], "GARM_PROVIDERS_JSON": '[{"unit_name": "cfg-a-0"}]'}
-    changed = workload.build_layer(changed_env)
+    changed = pebble_layer.build_layer(changed_env)
 
-    assert workload.apply_workload(pod.container, changed, _entrypoint()) is True
+    assert pebble_layer.apply_workload(pod.container, changed, _entrypoint()) is True
     [after] = pod.garm_pids()
     assert after != before
-    assert workload.apply_workload(pod.container, changed, _entrypoint()) is False
+    assert pebble_layer.apply_workload(pod.container, changed, _entrypoint()) is False
     assert pod.garm_pids() == [after]
 
 
 def test_stand_by_stops_a_running_garm_and_nothing_starts_it_again(pod: Pod):
-    workload.apply_workload(pod.container, pod.layer(), _entrypoint())
+    pebble_layer.apply_workload(pod.container, pod.layer(), _entrypoint())
     assert pod.garm_pids()
 
-    assert workload.stand_by(pod.container) == "active"
+    assert pebble_layer.stand_by(pod.container) == "active"
     _await("GARM stopped", lambda: not pod.garm_pids())
-    (check,) = pod.container.get_checks(workload.CHECK_NAME).values()
+    (check,) = pod.container.get_checks(pebble_layer.CHECK_NAME).values()
     assert check.status == ops.pebble.CheckStatus.INACTIVE
     # An operator's replan starts the stand-by, which exits at once: still no GARM.
     with pytest.raises(ops.pebble.ChangeError, match="exited quickly with code 0"):
         pod.container.replan()
     _stays("no GARM after a replan", lambda: not pod.garm_pids())
-    assert workload.service_state(pod.container) == "inactive"
+    assert pebble_layer.service_state(pod.container) == "inactive"
     # Standing by again stops nothing and changes nothing.
-    assert workload.stand_by(pod.container) is None
+    assert pebble_layer.stand_by(pod.container) is None
 
 
 def test_stand_by_stops_a_garm_in_back_off(pod: Pod):
     layer = pod.layer()
     # GARM starts, then exits after 1.5 s, again and again: mostly in Pebble's back-off.
-    layer["services"][workload.SERVICE_NAME]["command"] = standin_command(
+    layer["services"][pebble_layer.SERVICE_NAME]["command"] = standin_command(
         pod.port, pod.mark, "--exit-after", "1.5"
     )
-    workload.apply_workload(pod.container, layer, _entrypoint())
+    pebble_layer.apply_workload(pod.container, layer, _entrypoint())
     _await(
         "GARM in back-off",
-        lambda: workload.service_state(pod.container) == "backoff",
+        lambda: pebble_layer.service_state(pod.container) == "backoff",
         timeout=15.0,
     )
 
-    assert workload.stand_by(pod.container) == "backoff"
+    assert pebble_layer.stand_by(pod.container) == "backoff"
     _stays("no GARM once stood by", lambda: not pod.garm_pids())
-    assert workload.service_state(pod.container) == "inactive"
+    assert pebble_layer.service_state(pod.container) == "inactive"
 
 
 def test_a_leader_after_stand_by_starts_garm_and_its_check(pod: Pod):
     layer = pod.layer()
-    workload.apply_workload(pod.container, layer, _entrypoint())
-    workload.stand_by(pod.container)
+    pebble_layer.apply_workload(pod.container, layer, _entrypoint())
+    pebble_layer.stand_by(pod.container)
     _await("GARM stopped", lambda: not pod.garm_pids())
 
-    assert workload.apply_workload(pod.container, layer, _entrypoint()) is True
+    assert pebble_layer.apply_workload(pod.container, layer, _entrypoint()) is True
     assert len(pod.garm_pids()) == 1
-    (check,) = pod.container.get_checks(workload.CHECK_NAME).values()
+    (check,) = pod.container.get_checks(pebble_layer.CHECK_NAME).values()
     assert check.status == ops.pebble.CheckStatus.UP
     assert check.startup == ops.pebble.CheckStartup.ENABLED
 
 
 def test_a_garm_that_exits_at_start_raises_with_pebble_s_reason(pod: Pod):
     layer = pod.layer()
-    layer["services"][workload.SERVICE_NAME]["command"] = standin_command(
+    layer["services"][pebble_layer.SERVICE_NAME]["command"] = standin_command(
         pod.port, pod.mark, "--exit-after", "0", "--code", "2"
     )
-    with pytest.raises(workload.GarmExitedError) as raised:
-        workload.apply_workload(pod.container, layer, _entrypoint())
+    with pytest.raises(pebble_layer.GarmExitedError) as raised:
+        pebble_layer.apply_workload(pod.container, layer, _entrypoint())
     assert str(raised.value) == "exited quickly with code 2, will restart"
     # The layer is applied: the next pass does not replan, and reads Pebble's state.
-    assert workload.apply_workload(pod.container, layer, _entrypoint()) is False
-    assert workload.service_state(pod.container) in {"backoff", "active", "starting"}
+    assert pebble_layer.apply_workload(pod.container, layer, _entrypoint()) is False
+    assert pebble_layer.service_state(pod.container) in {"backoff", "active", "starting"}
 
 
 def _fast_check(layer: ops.pebble.LayerDict) -> ops.pebble.LayerDict:
     """The charm's layer with its check 1 s apart (timeout 0.5 s): the same mechanism, sooner."""
-    layer["checks"][workload.CHECK_NAME].update({"period": "1s", "timeout": "500ms"})
+    layer["checks"][pebble_layer.CHECK_NAME].update({"period": "1s", "timeout": "500ms"})
     return layer
 
 
@@ -146,12 +146,12 @@ def _replaced(pod: Pod, pid: int) -> bool:
 
 
 def _check_up(pod: Pod) -> bool:
-    check = pod.container.get_checks(workload.CHECK_NAME)[workload.CHECK_NAME]
+    check = pod.container.get_checks(pebble_layer.CHECK_NAME)[pebble_layer.CHECK_NAME]
     return check.status == ops.pebble.CheckStatus.UP and check.successes > 0
 
 
 def test_a_garm_hung_twice_is_restarted_twice(pod: Pod):
-    workload.apply_workload(pod.container, _fast_check(pod.layer()), _entrypoint())
+    pebble_layer.apply_workload(pod.container, _fast_check(pod.layer()), _entrypoint())
     for hang in ("first", "second"):
         _await(f"a passing check before the {hang} hang", lambda: _check_up(pod))
         [hung] = pod.garm_pids()
@@ -166,10 +166,10 @@ def test_a_garm_hung_twice_is_restarted_twice(pod: Pod):
 
 def test_a_garm_hung_at_start_is_restarted_once_by_pebble(pod: Pod):
     layer = _fast_check(pod.layer())
-    layer["services"][workload.SERVICE_NAME]["command"] = standin_command(
+    layer["services"][pebble_layer.SERVICE_NAME]["command"] = standin_command(
         pod.port, pod.mark, "--hang-at-start"
     )
-    workload.apply_workload(pod.container, layer, _entrypoint())
+    pebble_layer.apply_workload(pod.container, layer, _entrypoint())
     [first] = pod.garm_pids()
     _await(
         "Pebble to restart the hung GARM",
@@ -180,5 +180,5 @@ def test_a_garm_hung_at_start_is_restarted_once_by_pebble(pod: Pod):
     # Pebble acts when a check goes from up to down; this one was never up, so the GARM that
     # hangs again is left to Juju's liveness probe, which sees the alive check down.
     _stays("the second hung GARM not restarted", lambda: pod.garm_pids() == [second], 6.0)
-    check = pod.container.get_checks(workload.CHECK_NAME)[workload.CHECK_NAME]
+    check = pod.container.get_checks(pebble_layer.CHECK_NAME)[pebble_layer.CHECK_NAME]
     assert check.status == ops.pebble.CheckStatus.DOWN

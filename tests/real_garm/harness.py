@@ -5,9 +5,9 @@ or one built the same way), so the entrypoint validates it, writes ``config.toml
 provider files and execs the GARM binary. Only the :class:`garm_entrypoint.Layout` differs from
 production: a temporary configuration directory, the SQLite file inside it, GARM on a free port
 of 127.0.0.1 and the stand-in external provider in place of the OpenStack one. As in the image,
-GARM runs the provider through the provider shim (``src/provider_shim.py``) installed beside
-it; the stand-in's cloud has the images and flavors of :data:`DEFAULT_CATALOGUE` unless a test
-sets others (:meth:`RealGarm.set_catalogue`).
+GARM runs the provider through the provider shim (``src/container_scripts/provider_shim.py``)
+installed beside it; the stand-in's cloud has the images and flavors of
+:data:`DEFAULT_CATALOGUE` unless a test sets others (:meth:`RealGarm.set_catalogue`).
 
 In front of GARM sits a :class:`~tests.real_garm.proxy.RecordingProxy`, so tests see what GARM
 itself received and answered. After GARM accepts its controller URLs, the proxy has the harness
@@ -50,7 +50,7 @@ from typing import Any, Self
 
 import httpx
 
-import garm_entrypoint
+from container_scripts import garm_entrypoint
 from tests.local_parts import GARM, PEBBLE
 from tests.log_secrets import register_secret
 from tests.real_garm import provider_standin
@@ -60,8 +60,9 @@ from tests.real_garm.provider_standin import Catalogue
 from tests.real_garm.proxy import API_PREFIX, RecordedCall, RecordingProxy, writes
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
-SRC_DIR = REPO_ROOT / "src"
-SHIM_SOURCE = SRC_DIR / "provider_shim.py"
+# The container's scripts run there as single files, on their own directory.
+SCRIPTS_DIR = REPO_ROOT / "src" / "container_scripts"
+SHIM_SOURCE = SCRIPTS_DIR / "provider_shim.py"
 SKIP_REASON = GARM.skip_reason()
 DEFAULT_ADMIN = ("admin", "Real-Garm-Adm1n-Passw0rd-9f3c7a1e")
 # GARM answers within a second, a few under load; one that does not answer in this time has
@@ -143,18 +144,18 @@ def install_shim(directory: Path) -> Path:
 
 def standalone_environment(providers: list[dict[str, str]] | None = None) -> dict[str, str]:
     """Build a service environment as the charm would, with fresh secrets, on SQLite."""
-    import secrets_store
-    import workload
+    from records import secrets_store
+    from workload import pebble_layer
 
-    source = workload.entrypoint_source()
-    return workload.build_environment(
+    source = pebble_layer.entrypoint_source()
+    return pebble_layer.build_environment(
         providers_json=json.dumps(providers or []),
         jwt_secret=secrets.token_hex(32),
         passphrase=secrets_store.generate_passphrase(),
-        database=workload.DatabaseConfig.sqlite(),
+        database=pebble_layer.DatabaseConfig.sqlite(),
         app_base_url="http://garm.test.svc.cluster.local:8080",
         proxy_env={},
-        config_version=workload.config_version(source),
+        config_version=pebble_layer.config_version(source),
         ca_bundles={},
     )
 
@@ -719,7 +720,7 @@ class RealGarm:
     def _command(self, port: int) -> list[str]:
         layout = json.dumps(self._layout(port))
         log, pid = str(self.log_path), str(self.pid_path)
-        return [sys.executable, "-c", _RUNNER, str(SRC_DIR), layout, log, pid]
+        return [sys.executable, "-c", _RUNNER, str(SCRIPTS_DIR), layout, log, pid]
 
     def _started(self) -> None:
         self.starts += 1

@@ -27,14 +27,14 @@ from pathlib import Path
 
 import ops
 
-import workload
 from tests.real_pebble import RealPebble
+from workload import pebble_layer
 
 LAYER_LABEL = "garm"
 # Pebble's own log lines when the service ends without being stopped: on its own (with a code,
 # 128 + the signal for one ended by a signal), or ended by Pebble when its check failed.
 _EXITED = re.compile(
-    rf'Service "{workload.SERVICE_NAME}" (?:stopped unexpectedly with code (-?\d+)'
+    rf'Service "{pebble_layer.SERVICE_NAME}" (?:stopped unexpectedly with code (-?\d+)'
     r"|(exited after check failure))"
 )
 CHECK_FAILED = "Pebble's signal (its check failed)"
@@ -64,12 +64,12 @@ class PebbleService:
 
         Returns at once: the caller waits for GARM to answer, as the charm does.
         """
-        layer = workload.build_layer(environment)
-        layer["services"][workload.SERVICE_NAME]["command"] = command
-        layer["checks"][workload.CHECK_NAME]["http"] = {"url": check_url}
+        layer = pebble_layer.build_layer(environment)
+        layer["services"][pebble_layer.SERVICE_NAME]["command"] = command
+        layer["checks"][pebble_layer.CHECK_NAME]["http"] = {"url": check_url}
         self.client.add_layer(LAYER_LABEL, layer, combine=True)
-        self.client.start_checks([workload.CHECK_NAME])
-        self.client.start_services([workload.SERVICE_NAME], timeout=0)
+        self.client.start_checks([pebble_layer.CHECK_NAME])
+        self.client.start_services([pebble_layer.SERVICE_NAME], timeout=0)
 
     def stop(self) -> None:
         """Stop GARM as Pebble stops a service (SIGTERM to its group, SIGKILL after 5 s).
@@ -78,11 +78,11 @@ class PebbleService:
         a while (a snapshot, a pod being replaced), and a check left running would count
         failures then, and restart the next GARM as soon as that one started.
         """
-        self.client.stop_checks([workload.CHECK_NAME])
+        self.client.stop_checks([pebble_layer.CHECK_NAME])
         if self.state() in ("inactive", "error"):
             return
         try:
-            self.client.stop_services([workload.SERVICE_NAME])
+            self.client.stop_services([pebble_layer.SERVICE_NAME])
         except ops.pebble.ChangeError as exc:
             processes = subprocess.run(
                 ["ps", "-eo", "pid,ppid,pgid,sid,stat,etime,args"],
@@ -96,7 +96,7 @@ class PebbleService:
 
     def state(self) -> str:
         """Pebble's state of the ``garm`` service (``inactive`` before any layer)."""
-        services = self.client.get_services([workload.SERVICE_NAME])
+        services = self.client.get_services([pebble_layer.SERVICE_NAME])
         if not services:
             return "inactive"
         current = services[0].current
@@ -105,7 +105,7 @@ class PebbleService:
 
     def check(self) -> ops.pebble.CheckInfo:
         """Pebble's view of the ``garm-alive`` check."""
-        return self.client.get_checks(names=[workload.CHECK_NAME])[0]
+        return self.client.get_checks(names=[pebble_layer.CHECK_NAME])[0]
 
     def log_size(self) -> int:
         """Where Pebble's log ends now (to read only what it logs later)."""

@@ -7,10 +7,10 @@ from collections.abc import Iterator, Mapping
 
 import pytest
 
-from configurator_contract import provider_name_for_unit
-from configurator_parser import parse_configurator_units
-from desired_state import ConfiguratorInputs, UnitData
+from relations.configurator_contract import provider_name_for_unit
+from relations.configurator_parser import parse_configurator_units
 from tests.rsa_keys import pkcs1_pem
+from vocabulary.desired_state import ConfiguratorInputs, UnitData
 
 PASSWORD = "os-pw-Xq7!never-logged"
 PRIVATE_KEY = pkcs1_pem(0)

@@ -14,9 +14,7 @@ import ops
 import pytest
 from ops import testing
 
-import agent_image
-import workload
-from leadership import PEER_RELATION
+from records.leadership import PEER_RELATION
 from tests.charm_driver import (
     PASSWORD_SECRET_VALUE,
     PRIVATE_KEY_VALUE,
@@ -30,6 +28,7 @@ from tests.charm_driver import (
 )
 from tests.garm_emulator import CONSOLIDATION_INTERVAL, GarmEmulator
 from tests.log_secrets import register_secret
+from workload import agent_image, pebble_layer
 
 
 @pytest.fixture
@@ -59,7 +58,7 @@ def live_names(garm: GarmEmulator) -> list[str]:
 def deploy(driver: CharmDriver) -> testing.State:
     driver.run(driver.ctx.on.install())
     driver.run(driver.ctx.on.leader_elected())
-    container = driver.state.get_container(workload.CONTAINER_NAME)
+    container = driver.state.get_container(pebble_layer.CONTAINER_NAME)
     return driver.run(driver.ctx.on.pebble_ready(container))
 
 
@@ -118,9 +117,9 @@ def test_a_garm_that_cannot_start_is_a_status_and_every_hook_returns(
     assert out.unit_status == ops.BlockedStatus(not_running.format("inactive", log))
     assert garm.writes() == []
     # Once it runs, the pass goes on.
-    container = out.get_container(workload.CONTAINER_NAME)
+    container = out.get_container(pebble_layer.CONTAINER_NAME)
     up = dataclasses.replace(
-        container, service_statuses={workload.SERVICE_NAME: ops.pebble.ServiceStatus.ACTIVE}
+        container, service_statuses={pebble_layer.SERVICE_NAME: ops.pebble.ServiceStatus.ACTIVE}
     )
     driver.state = dataclasses.replace(out, containers={up})
     assert driver.run(driver.ctx.on.update_status()).unit_status == ops.ActiveStatus()
@@ -184,7 +183,9 @@ def test_deploy_alone_bootstraps_garm_on_sqlite(
     )
     assert len(env["GARM_JWT_SECRET"]) == 64
     assert len(env["GARM_PASSPHRASE"]) == 32
-    assert env["GARM_CONFIG_VERSION"] == workload.config_version(workload.entrypoint_source())
+    assert env["GARM_CONFIG_VERSION"] == pebble_layer.config_version(
+        pebble_layer.entrypoint_source()
+    )
     first_runs = [r for r in garm.requests if r.path.endswith("/first-run")]
     assert len(first_runs) == 1
     base = env["APP_BASE_URL"]
@@ -194,7 +195,7 @@ def test_deploy_alone_bootstraps_garm_on_sqlite(
     assert garm.controller()["agent_url"] == f"{base}/agent"
     container = out.get_container("garm")
     pushed = container.get_filesystem(driver.ctx) / "opt/garm-charm/garm_entrypoint.py"
-    assert pushed.read_text() == workload.entrypoint_source()
+    assert pushed.read_text() == pebble_layer.entrypoint_source()
     assert_no_secret_logged(caplog, out)
 
 
@@ -398,7 +399,7 @@ def test_converged_hook_makes_no_write(driver: CharmDriver, garm: GarmEmulator, 
         # the layer), the pushed entrypoint and the garm-agent manifest.
         assert driver.plan_reads == 1
         assert sorted(driver.pulls) == sorted(
-            [workload.ENTRYPOINT_PATH, agent_image.MANIFEST_PATH]
+            [pebble_layer.ENTRYPOINT_PATH, agent_image.MANIFEST_PATH]
         )
 
 
@@ -808,7 +809,7 @@ def test_pebble_defaults_in_the_plan_do_not_read_as_a_change(driver: CharmDriver
     out = deploy(driver)
     container = out.get_container("garm")
     # Real Pebble fills in defaults when it combines layers; the charm must not replan for them.
-    layer = workload.build_layer(planned_env(out))
+    layer = pebble_layer.build_layer(planned_env(out))
     layer["checks"]["garm-alive"]["threshold"] = 3
     layer["services"]["garm"]["backoff-limit"] = "30s"
     defaulted = dataclasses.replace(
@@ -829,7 +830,7 @@ def test_a_plan_without_the_restart_on_check_failure_is_replanned_once(driver: C
     out = deploy(driver)
     container = out.get_container("garm")
     # The layer an earlier charm revision planned: GARM hanging waited for the container restart.
-    layer = workload.build_layer(planned_env(out))
+    layer = pebble_layer.build_layer(planned_env(out))
     del layer["services"]["garm"]["on-check-failure"]
     earlier = dataclasses.replace(container, layers={"garm": ops.pebble.Layer(layer)})
     driver.state = dataclasses.replace(out, containers={earlier})

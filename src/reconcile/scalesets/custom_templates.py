@@ -11,7 +11,6 @@ from __future__ import annotations
 import logging
 from collections.abc import Iterable
 
-from desired_state import ScalesetSpec
 from garm import (
     CreateTemplateParams,
     GarmClient,
@@ -21,7 +20,8 @@ from garm import (
 )
 from reconcile.charmed_template import GARM_BASE_TEMPLATE_NAME
 from reconcile.containment import contain
-from runner_template import build_template_data
+from vocabulary.desired_state import ScalesetSpec
+from vocabulary.runner_template import build_template_data
 
 logger = logging.getLogger(__name__)
 

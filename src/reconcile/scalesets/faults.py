@@ -18,9 +18,9 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
 from garm import Instance, ScaleSet, from_base64
-from notices import Notice, Severity
 from reconcile.memory import RememberedFault
 from reconcile.scalesets.names import logical_of
+from vocabulary.notices import Notice, Severity
 
 # GARM's instance status once the provider failed to create it, and once a runner came up.
 ERROR_STATUS = "error"

@@ -12,7 +12,7 @@ import logging
 import re
 from collections.abc import Iterable, Sequence
 
-from desired_state import ScalesetSpec
+from vocabulary.desired_state import ScalesetSpec
 
 logger = logging.getLogger(__name__)
 

@@ -11,10 +11,10 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from desired_state import ScalesetSpec
 from garm import CreateScaleSetParams, ScaleSet, UpdateScaleSetParams, to_base64
-from runner_options import RunnerConfig
-from runner_template import APROXY_SCRIPT_NAME, render_aproxy_pre_install_script
+from vocabulary.desired_state import ScalesetSpec
+from vocabulary.runner_options import RunnerConfig
+from vocabulary.runner_template import APROXY_SCRIPT_NAME, render_aproxy_pre_install_script
 
 # The runner group GARM records for a scale set created without one.
 DEFAULT_RUNNER_GROUP = "Default"

@@ -14,10 +14,10 @@ from __future__ import annotations
 import hashlib
 from collections.abc import Mapping
 
-from desired_state import DEFAULT_GITHUB_ENDPOINT, ScalesetSpec, entity_key
 from garm import ScaleSet
 from reconcile.endpoints import endpoint_of
 from reconcile.scalesets.names import LABEL_HASH_LENGTH, name_base, target_scaleset_name
+from vocabulary.desired_state import DEFAULT_GITHUB_ENDPOINT, ScalesetSpec, entity_key
 
 
 def placed_as_specified(live: ScaleSet, spec: ScalesetSpec) -> bool:

@@ -8,8 +8,8 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from notices import Notice, Severity
 from reconcile.scalesets.retirement import Phase, ScalesetProgress
+from vocabulary.notices import Notice, Severity
 
 
 def progress_notices(progress: Sequence[ScalesetProgress]) -> list[Notice]:

@@ -26,8 +26,6 @@ from dataclasses import dataclass
 from enum import Enum
 from typing import TypeVar
 
-import security_events
-from desired_state import DesiredState, ScalesetSpec, app_of_provider, entity_key
 from garm import Endpoint, GarmApiError, GarmClient, ScaleSet
 from github_actions import (
     ActionsClient,
@@ -36,9 +34,11 @@ from github_actions import (
     GitHubTarget,
     refused_as_taken,
 )
-from notices import Notice, Severity
 from reconcile.containment import contain
 from reconcile.endpoints import endpoint_of, stored_bundle
+from vocabulary import security_events
+from vocabulary.desired_state import DesiredState, ScalesetSpec, app_of_provider, entity_key
+from vocabulary.notices import Notice, Severity
 
 logger = logging.getLogger(__name__)
 

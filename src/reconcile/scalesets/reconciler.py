@@ -27,13 +27,11 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
-from desired_state import EntityKey, ScalesetSpec, app_of_provider, entity_key
 from garm import (
     CreateScaleSetParams,
     GarmClient,
     ScaleSet,
 )
-from notices import Notice, Severity
 from reconcile.endpoints import endpoint_of
 from reconcile.scalesets.custom_templates import CustomTemplates
 from reconcile.scalesets.names import dedupe_specs, family_names, family_pattern
@@ -44,6 +42,8 @@ from reconcile.scalesets.retirement import Retirement, ScalesetProgress
 from reconcile.scalesets.runners import RunnerRemover
 from reconcile.scalesets.sweep import OrphanSweep
 from reconcile.writes import Writes
+from vocabulary.desired_state import EntityKey, ScalesetSpec, app_of_provider, entity_key
+from vocabulary.notices import Notice, Severity
 
 logger = logging.getLogger(__name__)
 
@@ -114,7 +114,9 @@ class ScalesetReconciler:
         """Run one pass: create, update and retire per spec, then sweep orphans.
 
         Args:
-            desired: the desired specs (the first of each logical name wins).
+            desired: the desired specs (the first of each logical name wins). None is held:
+                the configurator merge leaves a held configurator's specs out of the desired
+                state (``relations.configurator_merge``, where its tests pin it).
             prune: sweep scale sets no spec claims. False while some configurator input is
                 invalid and it cannot be told what that input described.
             held: logical names whose configurator input is invalid this pass: their live
@@ -170,7 +172,6 @@ class _Pass:
         observed = _observe(listing)
         if self._templates_needed(specs, observed):
             self.templates.load(self.client.list_templates())
-        specs = [spec for spec in specs if spec.name not in held]
         # A scale set on a held configurator's provider is that configurator's, whatever its
         # name: no other spec retires or drains it as one of its own generations.
         on_held = {

@@ -15,12 +15,12 @@ from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
-from desired_state import ScalesetSpec
 from garm import GarmClient, ScaleSet, UpdateScaleSetParams
 from reconcile.containment import contain
 from reconcile.scalesets.custom_templates import CustomTemplates
 from reconcile.scalesets.runners import MAX_JOB_RUNTIME, RunnerRemover, known_time
-from security_events import deleted
+from vocabulary.desired_state import ScalesetSpec
+from vocabulary.security_events import deleted
 
 logger = logging.getLogger(__name__)
 

@@ -36,9 +36,9 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 
 from garm import GarmClient, Instance, ScaleSet, UpdateScaleSetParams
-from notices import Notice, Severity
 from reconcile.containment import contain
 from reconcile.scalesets.names import logical_of
+from vocabulary.notices import Notice, Severity
 
 logger = logging.getLogger(__name__)
 

@@ -28,12 +28,12 @@ from collections.abc import Callable
 from contextlib import AbstractContextManager, nullcontext
 
 from garm import GarmClient, ScaleSet, UpdateScaleSetParams
-from notices import Notice, Severity
 from reconcile.containment import contain
 from reconcile.scalesets.names import logical_of
 from reconcile.scalesets.retirement import Phase, draining_phase
 from reconcile.scalesets.runners import RunnerRemover
-from security_events import deleted
+from vocabulary.notices import Notice, Severity
+from vocabulary.security_events import deleted
 
 logger = logging.getLogger(__name__)
 

@@ -12,7 +12,6 @@ from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 
-from desired_state import ScalesetSpec
 from garm import GarmClient, ScaleSet
 from reconcile.memory import RememberedFault
 from reconcile.scalesets.faults import RunnerFault, runner_faults
@@ -20,6 +19,7 @@ from reconcile.scalesets.names import dedupe_specs, family_names
 from reconcile.scalesets.placement import resolve_target
 from reconcile.scalesets.retirement import Phase, draining_phase
 from reconcile.scalesets.stall import shortfalls
+from vocabulary.desired_state import ScalesetSpec
 
 
 @dataclass(frozen=True)

@@ -1,4 +1,4 @@
-"""The size rules of src/: no module over 450 lines, no class over 250, the event table under 340.
+"""The size rules of src/: no module over 450 lines, no class over 250, the event table under 250.
 
 Read from the source. The container entrypoint is the one exception: it runs inside the
 workload image on the standard library alone and must stay one self-contained file.
@@ -14,7 +14,7 @@ MAX_MODULE_LINES = 450
 MAX_CLASS_LINES = 250
 SELF_CONTAINED = frozenset({"garm_entrypoint.py"})
 # charm.py is the event table and the pass boundary: the pass's parts live in their own modules.
-MAX_CHARM_LINES = 340
+MAX_CHARM_LINES = 250
 
 
 def oversized(root: Path) -> list[str]:

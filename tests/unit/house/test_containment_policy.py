@@ -21,9 +21,9 @@ ALLOWED = {
     "reconcile/containment.py": "the one place a contained failure becomes a notice",
     # The pass boundary: whatever escapes the chain, and any failure while bootstrapping GARM
     # (ready, first-run, login, controller URLs), ends the pass and becomes the charm's status.
-    "garm_sync.py": "the pass boundary maps a pass-ending failure to the status",
+    "charm_pass/garm_sync.py": "the pass boundary maps a pass-ending failure to the status",
     # An action reads GARM once and answers; any failure fails the action, nothing is contained.
-    "actions.py": "an action fails on any GARM failure",
+    "charm_pass/actions.py": "an action fails on any GARM failure",
 }
 
 

@@ -22,11 +22,9 @@ from typing import Any
 
 import pytest
 
-import agent_image
-import garm_entrypoint
-import provider_shim
-import workload
+from container_scripts import garm_entrypoint, provider_shim
 from tests.real_garm.pin import GARM_PART, PROVIDER_PART, load_rockcraft, read_pin
+from workload import agent_image, pebble_layer
 
 REPO_ROOT = Path(__file__).resolve().parents[3]
 SHARED_GARM_README = REPO_ROOT.parent / "shared" / "garm" / "README.md"
@@ -113,9 +111,9 @@ def test_provider_is_the_pinned_static_release_at_the_entrypoint_path(rock: dict
 
 
 def test_python_and_certificates_are_staged(rock: dict[str, Any]):
-    interpreter, script = workload.SERVICE_COMMAND.split()
+    interpreter, script = pebble_layer.SERVICE_COMMAND.split()
     assert interpreter == "python3"
-    assert script == workload.ENTRYPOINT_PATH
+    assert script == pebble_layer.ENTRYPOINT_PATH
     staged = _staged(rock)
     # python3's standard slice brings /usr/bin/python3 and the whole standard library, which
     # is all the entrypoint imports.
@@ -126,10 +124,10 @@ def test_python_and_certificates_are_staged(rock: dict[str, Any]):
 def test_directories_the_entrypoint_expects_exist(rock: dict[str, Any]):
     script = _part(rock, "runtime")["override-build"]
     made = set(re.findall(r'"\$\{CRAFT_PART_INSTALL\}(/[^"]+)"', script))
-    assert posixpath.dirname(workload.ENTRYPOINT_PATH) in made
+    assert posixpath.dirname(pebble_layer.ENTRYPOINT_PATH) in made
     assert garm_entrypoint.CONFIG_DIR in made
-    assert workload.DATA_DIR in made
-    assert posixpath.dirname(workload.SQLITE_DB_FILE) == workload.DATA_DIR
+    assert pebble_layer.DATA_DIR in made
+    assert posixpath.dirname(pebble_layer.SQLITE_DB_FILE) == pebble_layer.DATA_DIR
 
 
 def test_bare_rock_stages_only_slices_and_no_shell(rock: dict[str, Any]):

@@ -6,11 +6,17 @@ import hashlib
 
 import pytest
 
-from desired_state import AgentTool, AgentTools, AgentToolUnreadable, ScalesetSpec, entity_key
 from garm import GarmClient, GarmConnectionError
-from notices import Notice, Severity
 from reconcile.agent_tools import AgentModes, sync_agent_tools
 from tests.garm_emulator import GarmEmulator
+from vocabulary.desired_state import (
+    AgentTool,
+    AgentTools,
+    AgentToolUnreadable,
+    ScalesetSpec,
+    entity_key,
+)
+from vocabulary.notices import Notice, Severity
 
 TOOLS = "/tools/garm-agent"
 

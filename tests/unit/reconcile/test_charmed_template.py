@@ -7,7 +7,6 @@ import logging
 
 import pytest
 
-from desired_state import DebugSshConnection
 from garm import GarmApiError, GarmClient, GarmConnectionError
 from reconcile.charmed_template import CharmedTemplateError, apply_charmed_template
 from tests.garm_emulator import (
@@ -15,6 +14,7 @@ from tests.garm_emulator import (
     SYSTEM_TEMPLATE_ID,
     GarmEmulator,
 )
+from vocabulary.desired_state import DebugSshConnection
 
 CHARMED = "github_linux_charmed"
 FIRST = DebugSshConnection("a.tmate.example", 22, "SHA256:rsa-a", "SHA256:ed-a")

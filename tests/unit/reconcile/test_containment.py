@@ -17,7 +17,6 @@ from dataclasses import dataclass
 
 import pytest
 
-from desired_state import EntitySpec
 from garm import (
     GarmClient,
     GarmConnectionError,
@@ -25,7 +24,6 @@ from garm import (
     GarmProtocolError,
     GarmUnauthorizedError,
 )
-from notices import Notice, Severity
 from reconcile.charmed_template import CharmedTemplateError, apply_charmed_template
 from reconcile.credentials import CredentialReconciler
 from reconcile.entities import EntityReconciler
@@ -38,6 +36,8 @@ from tests.unit.reconcile.scalesets.test_reconciler import (
     make_spec,
 )
 from tests.unit.reconcile.test_credentials import _spec as credential_spec  # pyright: ignore
+from vocabulary.desired_state import EntitySpec
+from vocabulary.notices import Notice, Severity
 
 
 @pytest.fixture

@@ -7,11 +7,11 @@ import logging
 
 import pytest
 
-from desired_state import AppKey, CredentialSpec
 from garm import GarmApiError, GarmClient, GarmConnectionError
 from reconcile.credentials import CredentialReconciler
 from tests.garm_emulator import GarmEmulator
 from tests.rsa_keys import pkcs1_pem
+from vocabulary.desired_state import AppKey, CredentialSpec
 
 MARKER = "Managed by garm"
 PRIVATE_KEY = pkcs1_pem()  # registered as a secret, PEM and base64

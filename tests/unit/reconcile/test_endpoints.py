@@ -11,15 +11,15 @@ from pathlib import Path
 
 import pytest
 
-from desired_state import AppKey, CredentialSpec, EndpointSpec
 from garm import CreateEndpointParams, GarmClient
-from github_endpoint import ca_certificates
-from notices import Notice, Severity
 from reconcile.credentials import CredentialReconciler
 from reconcile.endpoints import EndpointReconciler, stored_certificates
 from tests.garm_emulator import GarmEmulator
 from tests.real_garm.tls_front import make_certificates
 from tests.rsa_keys import pkcs1_pem
+from vocabulary.desired_state import AppKey, CredentialSpec, EndpointSpec
+from vocabulary.github_endpoint import ca_certificates
+from vocabulary.notices import Notice, Severity
 
 URL = "https://ghes.example.com"
 NAME = "ghes.example.com"

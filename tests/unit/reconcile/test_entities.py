@@ -8,12 +8,12 @@ from collections.abc import Iterator
 
 import pytest
 
-from desired_state import CredentialSpec, EntitySpec
 from garm import GarmApiError, GarmClient, GarmConnectionError
 from reconcile.credentials import CredentialReconciler
 from reconcile.entities import EntityReconciler
 from tests.garm_emulator import GarmEmulator
 from tests.log_secrets import register_secret
+from vocabulary.desired_state import CredentialSpec, EntitySpec
 
 MARKER = "Managed by garm"
 HEX64 = re.compile(r"^[0-9a-f]{64}$")

@@ -4,10 +4,10 @@ from __future__ import annotations
 
 from datetime import UTC, datetime, timedelta
 
-from notices import Notice, Severity, refusal
 from reconcile.escalation import ESCALATE_AFTER, escalate
 from reconcile.memory import Memory, decode, encode
 from reconcile.scalesets.reclaim import Registration
+from vocabulary.notices import Notice, Severity, refusal
 
 NOW = datetime(2026, 12, 5, 6, 0, tzinfo=UTC)
 

@@ -6,8 +6,8 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
-from notices import Notice, Severity
 from reconcile.leftovers import SHOWN_FOR, leftover_notices, replaced_controllers
+from vocabulary.notices import Notice, Severity
 
 NOW = datetime(2026, 12, 5, 9, 0, tzinfo=UTC)
 

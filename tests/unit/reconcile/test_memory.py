@@ -6,7 +6,6 @@ from datetime import UTC, datetime
 
 import pytest
 
-from desired_state import Incumbents, entity_key
 from reconcile.memory import (
     INCUMBENTS_KEY,
     RUNNER_FAULTS_KEY,
@@ -19,6 +18,7 @@ from reconcile.memory import (
 )
 from reconcile.scalesets.reclaim import Registration
 from reconcile.scalesets.stall import Recovery, Step
+from vocabulary.desired_state import Incumbents, entity_key
 
 AT = datetime(2026, 12, 4, 10, 0, tzinfo=UTC)
 FULL = Memory(

@@ -10,14 +10,14 @@ from collections.abc import Iterator
 
 import pytest
 
-from desired_state import ScalesetSpec
 from garm import GarmApiError, ScaleSet
 from garm.models import EndpointRef
 from github_actions import ActionsClient, GitHubTarget, app_jwt
-from notices import Severity
 from reconcile.scalesets.reclaim import Reclaim, Registration, Verdict, record
 from tests.github_standin import GitHubStandin
 from tests.rsa_keys import pkcs1_pem
+from vocabulary.desired_state import ScalesetSpec
+from vocabulary.notices import Severity
 
 APP_ID = 101
 NAME = "cfg-a-runners-18515357"

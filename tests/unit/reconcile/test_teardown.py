@@ -18,13 +18,13 @@ import pytest
 from ops import testing
 
 from charm import GarmCharm
-from desired_state import MANAGED_CREDENTIAL_DESCRIPTION
 from garm import CreateCredentialParams, GarmClient, GithubApp
 from reconcile import teardown
 from tests.charm_driver import CharmDriver, base_state, configurator
 from tests.garm_emulator import GarmEmulator
 from tests.rsa_keys import pkcs1_pem
 from tests.unit.test_charm import deploy
+from vocabulary.desired_state import MANAGED_CREDENTIAL_DESCRIPTION
 
 
 @pytest.fixture

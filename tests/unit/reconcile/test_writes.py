@@ -9,8 +9,8 @@ import time
 import pytest
 
 from garm import GarmApiError, GarmConnectionError
-from notices import Notice, Severity
 from reconcile.writes import Unfinished, Writes
+from vocabulary.notices import Notice, Severity
 
 LABEL: contextvars.ContextVar[str] = contextvars.ContextVar("label", default="")
 

@@ -12,7 +12,7 @@ from typing import Any
 import httpx
 import pytest
 
-from secrets_store import generate_admin_password
+from records.secrets_store import generate_admin_password
 from tests.garm_emulator import (
     SYSTEM_TEMPLATE_BODY,
     SYSTEM_TEMPLATE_ID,

@@ -7,7 +7,6 @@ from collections.abc import Iterator
 
 import pytest
 
-from desired_state import MANAGED_CREDENTIAL_DESCRIPTION
 from garm import (
     CreateCredentialParams,
     GarmApiError,
@@ -21,6 +20,7 @@ from tests.real_garm.github_apps import register_configured_apps
 from tests.real_garm.proxy import API_PREFIX, RecordingProxy
 from tests.rsa_keys import pkcs1_pem, pkcs8_pem
 from tests.unit.conftest import ADMIN_PASSWORD, ADMIN_USERNAME
+from vocabulary.desired_state import MANAGED_CREDENTIAL_DESCRIPTION
 
 
 @pytest.fixture

@@ -25,7 +25,12 @@ from typing import Any
 
 import pytest
 
-from garm_entrypoint import clouds_file, provider_file, render_clouds, render_provider
+from container_scripts.garm_entrypoint import (
+    clouds_file,
+    provider_file,
+    render_clouds,
+    render_provider,
+)
 from tests.real_garm import provider_standin
 from tests.real_garm.provider_standin import VERSION, Catalogue, install, set_catalogue
 

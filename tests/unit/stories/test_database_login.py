@@ -21,13 +21,12 @@ import ops
 import pytest
 from ops import testing
 
-import database
-import garm_sync
-import postgres_login
+from charm_pass import garm_sync
+from relations import database, postgres_login
 from tests.charm_driver import CharmDriver, base_state
 from tests.log_secrets import register_secret
 from tests.real_garm.ports import reserved_port
-from workload import DatabaseConfig
+from workload.pebble_layer import DatabaseConfig
 
 PASSWORD = "Pg-unit-password-7c1e"  # test value
 register_secret(PASSWORD)

@@ -17,12 +17,11 @@ from pathlib import Path
 import pytest
 from ops import testing
 
-import endpoint_trust
-import workload
-from github_endpoint import ca_certificates
 from tests.charm_driver import CharmDriver, base_state, configurator, deployed, planned_env
 from tests.garm_emulator import GarmEmulator
 from tests.real_garm.tls_front import make_certificates
+from vocabulary.github_endpoint import ca_certificates
+from workload import endpoint_trust, pebble_layer
 
 GHES = "https://ghes.example.com"
 NAME = "ghes.example.com"
@@ -95,8 +94,8 @@ def test_a_departed_configurators_ca_stays_while_garm_holds_its_endpoint(
     assert driver.replans == replans
 
     # The pod is replaced while the scale set drains: a fresh plan, and GARM's endpoint.
-    old = state.get_container(workload.CONTAINER_NAME)
-    fresh = testing.Container(workload.CONTAINER_NAME, can_connect=True, mounts=old.mounts)
+    old = state.get_container(pebble_layer.CONTAINER_NAME)
+    fresh = testing.Container(pebble_layer.CONTAINER_NAME, can_connect=True, mounts=old.mounts)
     driver.state = dataclasses.replace(state, containers={fresh})
     state = driver.run(driver.ctx.on.pebble_ready(fresh))
     assert holds_endpoint(garm)

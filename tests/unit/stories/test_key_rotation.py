@@ -18,13 +18,13 @@ import ops
 import pytest
 from ops import testing
 
-import workload
-from leadership import PEER_RELATION
 from reconcile.memory import SENT_CREDENTIALS_KEY
+from records.leadership import PEER_RELATION
 from tests.charm_driver import PRIVATE_KEY_VALUE, CharmDriver, base_state, configurator
 from tests.garm_emulator import GarmEmulator
 from tests.log_secrets import register_secret
 from tests.rsa_keys import pkcs1_pem
+from workload import pebble_layer
 
 ROTATED_KEY = pkcs1_pem(3)
 register_secret(ROTATED_KEY)
@@ -39,7 +39,7 @@ def driver(garm: GarmEmulator, tmp_path: Path) -> CharmDriver:
 def deploy_with_configurator(driver: CharmDriver) -> testing.Secret:
     driver.run(driver.ctx.on.install())
     driver.run(driver.ctx.on.leader_elected())
-    driver.run(driver.ctx.on.pebble_ready(driver.state.get_container(workload.CONTAINER_NAME)))
+    driver.run(driver.ctx.on.pebble_ready(driver.state.get_container(pebble_layer.CONTAINER_NAME)))
     cfg = configurator("cfg-a", relation_id=1)
     driver.add_configurator(cfg)
     return cfg.secrets[1]
@@ -103,7 +103,7 @@ def test_the_record_survives_a_pod_replacement(
     fresh = base_state(tmp_path)
     driver.state = dataclasses.replace(driver.state, containers=fresh.containers)
     garm.clear_requests()
-    driver.run(driver.ctx.on.pebble_ready(driver.state.get_container(workload.CONTAINER_NAME)))
+    driver.run(driver.ctx.on.pebble_ready(driver.state.get_container(pebble_layer.CONTAINER_NAME)))
     assert credential_puts(garm) == []
     rotate(driver, key_secret, ROTATED_KEY)
     assert stored_key(garm) == ROTATED_KEY

@@ -20,8 +20,6 @@ import ops
 import pytest
 from ops import testing
 
-import workload
-from github_key import public_key_digest
 from tests.charm_driver import (
     PRIVATE_KEY_VALUE,
     CharmDriver,
@@ -32,6 +30,8 @@ from tests.charm_driver import (
     with_peer_data,
 )
 from tests.garm_emulator import GarmEmulator
+from vocabulary.github_key import public_key_digest
+from workload import pebble_layer
 
 A_LIVE = "cfg-a-runners-18515357"
 B_LIVE = "cfg-b-runners-18515357"
@@ -80,7 +80,7 @@ def test_the_holder_is_remembered_across_a_leader_change(
     # A new pod (empty container, no plan); the peer databag remains.
     fresh = base_state(tmp_path)
     driver.state = dataclasses.replace(driver.state, containers=fresh.containers)
-    driver.run(driver.ctx.on.pebble_ready(driver.state.get_container(workload.CONTAINER_NAME)))
+    driver.run(driver.ctx.on.pebble_ready(driver.state.get_container(pebble_layer.CONTAINER_NAME)))
     out = _rename(driver, 1, "cfg-b-runners")
     assert isinstance(out.unit_status, ops.BlockedStatus)
     assert out.unit_status.message.startswith("cfg-a: scale set cfg-b-runners belongs to cfg-b")

@@ -14,8 +14,8 @@ from pathlib import Path
 import ops
 import pytest
 
-import configurator_secrets
-from leadership import PEER_RELATION
+from records import configurator_secrets
+from records.leadership import PEER_RELATION
 from tests.charm_driver import (
     PRIVATE_KEY_VALUE,
     CharmDriver,

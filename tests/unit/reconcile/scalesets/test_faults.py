@@ -8,7 +8,6 @@ from datetime import UTC, datetime
 import pytest
 
 from garm import Instance, ScaleSet
-from notices import Notice, Severity
 from reconcile.scalesets.faults import (
     FAULT_LINE_LIMIT,
     RememberedFault,
@@ -18,6 +17,7 @@ from reconcile.scalesets.faults import (
     fault_notices,
     runner_faults,
 )
+from vocabulary.notices import Notice, Severity
 
 # GARM's own words around what the provider printed (measured on real GARM).
 GARM_WRAPPER = (

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import pytest
 
-from notices import summarise
 from reconcile.scalesets.progress import progress_notices
 from reconcile.scalesets.retirement import Handover, ScalesetProgress
+from vocabulary.notices import summarise
 
 
 def progress_message(progress: list[ScalesetProgress]) -> str:

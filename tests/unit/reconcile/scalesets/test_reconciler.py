@@ -14,7 +14,6 @@ from typing import Any
 
 import pytest
 
-from desired_state import ScalesetSpec
 from garm import (
     CreateCredentialParams,
     GarmApiError,
@@ -24,7 +23,6 @@ from garm import (
     GithubApp,
     ScaleSet,
 )
-from notices import summarise
 from reconcile.scalesets import sweep
 from reconcile.scalesets.names import (
     LABEL_HASH_LENGTH,
@@ -39,8 +37,6 @@ from reconcile.scalesets.reconciler import ScalesetReconciler
 from reconcile.scalesets.retirement import DRAIN_DEADLINE, Handover, Phase, ScalesetProgress
 from reconcile.scalesets.runners import MAX_JOB_RUNTIME
 from reconcile.scalesets.table import format_scaleset_table, scaleset_status_rows
-from runner_options import RunnerConfig
-from runner_template import build_template_data
 from tests.garm_emulator import (
     CONSOLIDATION_INTERVAL,
     SYSTEM_TEMPLATE_BODY,
@@ -50,6 +46,10 @@ from tests.garm_emulator import (
 from tests.garm_emulator.state import ScaleSetRow
 from tests.rsa_keys import pkcs1_pem
 from tests.unit.conftest import ADMIN_PASSWORD, ADMIN_USERNAME, EMULATOR_PROVIDERS
+from vocabulary.desired_state import ScalesetSpec
+from vocabulary.notices import summarise
+from vocabulary.runner_options import RunnerConfig
+from vocabulary.runner_template import build_template_data
 
 PROVIDER = EMULATOR_PROVIDERS[0]
 ORG = "canonical"

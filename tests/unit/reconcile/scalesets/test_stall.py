@@ -10,7 +10,6 @@ from datetime import datetime, timedelta
 import pytest
 
 from garm import GarmClient
-from notices import Notice, Severity
 from reconcile.scalesets import stall
 from reconcile.scalesets.stall import (
     RECHECK_AFTER,
@@ -25,6 +24,7 @@ from reconcile.scalesets.stall import (
     watch_stalls,
 )
 from tests.garm_emulator import GarmEmulator
+from vocabulary.notices import Notice, Severity
 
 LIVE = "cfg-a-runners-18515357"
 OTHER = "cfg-b-runners-28515357"

@@ -1,0 +1,171 @@
+"""The Juju adapter of the desired state: relation data and secrets read once per pass.
+
+Owns ``CharmState.from_charm``, which builds what one pass wants (a ``DesiredState``) from the
+garm-configurator and debug-ssh relations and the configurator secrets (through
+``configurator_secrets``, which reads each only when its content is needed; with the garm-agent
+binaries the caller read from the image, and the shell kept off without a TLS ingress), and
+the short status text of its input problems. The parsing itself lives in
+``configurator_parser`` and ``debug_ssh``, the objects in ``desired_state``. Knows Juju; must
+not import the GARM client or a reconciler.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+from collections.abc import Sequence
+from urllib.parse import urlsplit
+
+import ops
+
+from records.configurator_secrets import ConfiguratorSecrets
+from relations import ingress
+from relations.configurator_contract import CONFIGURATOR_RELATION_NAME, unpublished_relation_ids
+from relations.configurator_parser import parse_configurator_units
+from relations.debug_ssh import DEBUG_SSH_RELATION_NAME, parse_debug_ssh
+from vocabulary.desired_state import (
+    AgentTools,
+    DesiredState,
+    Incumbents,
+    InputProblem,
+    ScalesetSpec,
+    UnitData,
+)
+from vocabulary.notices import Notice, Severity
+
+logger = logging.getLogger(__name__)
+
+# A shell is asked of GARM only when runners reach it over TLS (``withhold_shell``).
+TLS_SCHEME = "https"
+SHELL_NEEDS_TLS = "the shell needs a TLS ingress (https)"
+
+
+@dataclasses.dataclass(frozen=True)
+class CharmState(DesiredState):
+    """The desired state as read from Juju: ``DesiredState`` with its Juju reader.
+
+    Attributes:
+        shell_withheld: scale sets that ask for a shell GARM is not asked for, because GARM's
+            external URL is not https.
+    """
+
+    shell_withheld: tuple[str, ...] = ()
+
+    @classmethod
+    def from_charm(
+        cls,
+        charm: ops.CharmBase,
+        incumbents: Incumbents | None = None,
+        tools: AgentTools | None = None,
+        *,
+        read_secrets: bool = True,
+        secrets: ConfiguratorSecrets | None = None,
+    ) -> CharmState:
+        """Read the configurator, debug-ssh and ingress relations and the secrets, once a pass.
+
+        Args:
+            charm: the charm whose model is read.
+            incumbents: who holds which name in GARM (as the last pass saw it).
+            tools: the garm-agent binaries the image ships, as read from its manifest.
+            read_secrets: False reads no configurator secret, for a reader of names and scale
+                sets only (``configurator_parser.parse_configurator_units``).
+            secrets: the pass's reader of configurator secrets, with its ledger; by default
+                every secret named is read.
+
+        Returns:
+            The parsed state (a ``DesiredState``).
+        """
+        relations = sorted(charm.model.relations[CONFIGURATOR_RELATION_NAME], key=lambda r: r.id)
+        units = _relation_units(relations)
+        secrets = secrets or ConfiguratorSecrets(charm.model, digest_key="")
+        reader, read_key = (secrets.password, secrets.app_key) if read_secrets else (None, None)
+        parsed = parse_configurator_units(units, reader, incumbents, read_key)
+        debug_relations = sorted(
+            charm.model.relations[DEBUG_SSH_RELATION_NAME], key=lambda r: r.id
+        )
+        debug = parse_debug_ssh(_relation_units(debug_relations))
+        unpublished = unpublished_relation_ids([r.id for r in relations], units)
+        external_url = ingress.external_base_url(charm)
+        scalesets, withheld = withhold_shell(parsed.scalesets, external_url)
+        return cls(
+            providers=parsed.providers,
+            credentials=parsed.credentials,
+            endpoints=parsed.endpoints,
+            entities=parsed.entities,
+            scalesets=scalesets,
+            debug_ssh=debug.connections,
+            configurator_relation_count=len(relations),
+            unpublished_relation_ids=unpublished,
+            unpublished_apps=tuple(r.app.name for r in relations if r.id in unpublished),
+            problems=parsed.problems + debug.problems,
+            held=parsed.held,
+            prune=not parsed.identity_unknown and not unpublished,
+            agent_tools=tools or AgentTools(),
+            external_url=external_url,
+            shell_withheld=withheld,
+        )
+
+    @property
+    def notices(self) -> tuple[Notice, ...]:
+        """What the Juju side holds back this pass, for the status beside the chain's notices."""
+        # Only the operator can give GARM a TLS ingress; the scale sets run on without a shell.
+        withheld = self.shell_withheld
+        return tuple(Notice(Severity.BLOCKED, name, SHELL_NEEDS_TLS) for name in withheld)
+
+
+def withhold_shell(
+    scalesets: Sequence[ScalesetSpec], base_url: str
+) -> tuple[tuple[ScalesetSpec, ...], tuple[str, ...]]:
+    """Keep the shell off where GARM's external URL is not https.
+
+    Runners' agents reach GARM at the controller's agent URL, under ``base_url``; over plain
+    HTTP the shell's keystrokes and output and the agent's token would cross the network in
+    clear text, and the pinned garm-agent does not refuse that itself.
+
+    Returns:
+        The scale sets as GARM should get them, and the names of those whose shell is withheld.
+    """
+    if urlsplit(base_url).scheme == TLS_SCHEME:
+        return tuple(scalesets), ()
+    withheld = tuple(sorted({s.name for s in scalesets if s.enable_shell}))
+    if withheld:
+        logger.warning(
+            "not enabling the shell of %s: GARM's external URL is not https (no TLS ingress)",
+            ", ".join(withheld),
+        )
+    return tuple(dataclasses.replace(s, enable_shell=False) for s in scalesets), withheld
+
+
+def describe_problems(problems: Sequence[InputProblem]) -> str:
+    """Summarise input problems in a short status fragment.
+
+    Args:
+        problems: the problems of this pass.
+
+    Returns:
+        ``invalid data from <source> (<reason>)``, followed by ``; +N more`` when there are
+        others; an empty string when there are none.
+    """
+    if not problems:
+        return ""
+    # A configurator refused for a conflict comes first: only its operator can settle it; a
+    # configurator that is only waiting for its image comes last: nothing is wrong there.
+    first = min(problems, key=lambda p: (not p.blocked, p.waiting))
+    if first.blocked:
+        text = f"{first.source}: {first.reason}"
+    elif first.waiting:
+        text = first.reason
+    else:
+        text = f"invalid data from {first.source} ({first.reason})"
+    if len(problems) > 1:
+        text += f"; +{len(problems) - 1} more"
+    return text
+
+
+def _relation_units(relations: Sequence[ops.Relation]) -> list[UnitData]:
+    """Detach the remote unit databags, in relation id then unit name order."""
+    units: list[UnitData] = []
+    for relation in relations:
+        for unit in sorted(relation.units, key=lambda u: u.name):
+            units.append(UnitData(relation.id, unit.name, dict(relation.data[unit])))
+    return units

@@ -1,0 +1,139 @@
+"""Requirer side of the traefik ``ingress`` v2 relation and the base URL GARM advertises.
+
+The charm publishes where GARM listens; the ingress provider answers with a public URL. When
+there is no usable answer GARM is advertised on its in-cluster service address instead. The
+controller URLs GARM hands out derive from that base (``reconcile.controller``).
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from typing import cast
+from urllib.parse import urlsplit
+
+import ops
+
+from relations.databag import write_changed
+from workload.pebble_layer import GARM_PORT
+
+__all__ = [
+    "INGRESS_RELATION",
+    "external_base_url",
+    "publish_ingress_request",
+]
+
+logger = logging.getLogger(__name__)
+
+INGRESS_RELATION = "ingress"
+
+
+def _unit_host(charm: ops.CharmBase) -> str:
+    unit = charm.unit.name.replace("/", "-")
+    return f"{unit}.{charm.app.name}-endpoints.{charm.model.name}.svc.cluster.local"
+
+
+def _pod_ip(charm: ops.CharmBase, relation: ops.Relation) -> str | None:
+    # Typed as non-optional by ops, yet a binding can be missing while the pod is starting.
+    binding = cast("ops.Binding | None", charm.model.get_binding(relation))
+    if binding is None:
+        return None
+    try:
+        address = binding.network.bind_address
+    except ops.ModelError:
+        logger.debug("No network information for the %s binding yet", INGRESS_RELATION)
+        return None
+    return str(address) if address is not None else None
+
+
+def publish_ingress_request(charm: ops.CharmBase) -> None:
+    """Publish this application's ingress request on the ``ingress`` relation, if any.
+
+    The leader writes the application data (model, name, port, strip-prefix, redirect-https,
+    scheme); every unit writes its own host and pod IP (``null`` when unknown). All values are
+    JSON-encoded, as the ingress v2 interface requires. Values already in place are not
+    rewritten.
+
+    Args:
+        charm: the charm whose relation data is written.
+    """
+    relation = charm.model.get_relation(INGRESS_RELATION)
+    if relation is None:
+        return
+    if charm.unit.is_leader():
+        write_changed(
+            relation.data[charm.app],
+            {
+                "model": json.dumps(charm.model.name),
+                "name": json.dumps(charm.app.name),
+                "port": json.dumps(GARM_PORT),
+                "strip-prefix": json.dumps(False),
+                "redirect-https": json.dumps(False),
+                "scheme": json.dumps("http"),
+            },
+        )
+    write_changed(
+        relation.data[charm.unit],
+        {"host": json.dumps(_unit_host(charm)), "ip": json.dumps(_pod_ip(charm, relation))},
+    )
+
+
+def _fallback_base_url(charm: ops.CharmBase) -> str:
+    return f"http://{charm.app.name}.{charm.model.name}.svc.cluster.local:{GARM_PORT}"
+
+
+def _url_from_answer(raw: str) -> str | None:
+    """Return the ``url`` string of the provider's JSON answer, or None."""
+    try:
+        answer = json.loads(raw)
+    except json.JSONDecodeError:
+        return None
+    if not isinstance(answer, dict):
+        return None
+    url = answer.get("url")  # pyright: ignore[reportUnknownMemberType, reportUnknownVariableType]
+    return url if isinstance(url, str) else None
+
+
+def _parse_ingress_url(raw: str) -> str | None:
+    """Return the provider's URL without trailing slashes, or None if it is not usable."""
+    url = _url_from_answer(raw)
+    if url is None:
+        return None
+    url = url.strip().rstrip("/")
+    # Relation data is untrusted and this URL ends up in GARM's config and runner scripts.
+    if any(char.isspace() or not char.isprintable() for char in url):
+        return None
+    try:
+        parts = urlsplit(url)
+    except ValueError:
+        return None
+    if parts.scheme not in ("http", "https") or not parts.netloc:
+        return None
+    return url
+
+
+def external_base_url(charm: ops.CharmBase) -> str:
+    """Return the base URL GARM is reachable on, without a trailing slash.
+
+    This is the URL the ingress provider published in its ``ingress`` application data
+    (``{"url": ...}``), or ``http://<app>.<model>.svc.cluster.local:8080`` when there is no
+    ingress relation or its answer is absent or invalid.
+
+    Args:
+        charm: the charm reading the relation.
+
+    Returns:
+        The base URL.
+    """
+    relation = charm.model.get_relation(INGRESS_RELATION)
+    if relation is None:
+        return _fallback_base_url(charm)
+    raw = relation.data[relation.app].get("ingress", "")
+    if not raw:
+        logger.debug("Ingress provider has not published a URL yet")
+        return _fallback_base_url(charm)
+    url = _parse_ingress_url(raw)
+    if url is None:
+        logger.warning("Ingress provider published an unusable URL; using the in-cluster URL")
+        return _fallback_base_url(charm)
+    return url
