@@ -28,12 +28,13 @@ import time
 import uuid
 from collections.abc import Mapping
 from dataclasses import dataclass
+from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
 import yaml
 
-from tests.juju_agent import hook_tool
+from tests.juju_agent import charm_clock, hook_tool
 
 REPO = Path(__file__).resolve().parents[2]
 PRIME_DIR = REPO / "build" / "pack" / "prime"
@@ -135,8 +136,11 @@ class UnitAgent:
         # python3 is the base's interpreter itself, not a virtual environment's.
         self.python_dir = workdir / "python"
         self.python_dir.mkdir()
-        (self.python_dir / "python3").symlink_to(python312 or base_python())
+        self.python = python312 or base_python()
+        (self.python_dir / "python3").symlink_to(self.python)
         self.contexts = 0
+        # How far ahead the charm's clock reads (None: the real time).
+        self.clock_shift: timedelta | None = None
 
     @property
     def calls_log(self) -> Path:
@@ -185,7 +189,25 @@ class UnitAgent:
         kind, _, name = dispatch_path.partition("/")
         if kind == "hooks":
             env["JUJU_HOOK_NAME"] = name
+        if self.clock_shift is not None:
+            self._shift_clock()
+            env[charm_clock.SHIFT_ENV] = str(self.clock_shift.total_seconds())
         return {**env, **context}
+
+    def _shift_clock(self) -> None:
+        """``python3`` becomes a wrapper that puts :mod:`charm_clock` first on the path."""
+        site = self.workdir / "clock-site"
+        if site.exists():
+            return
+        site.mkdir()
+        shutil.copy(charm_clock.__file__, site / "sitecustomize.py")
+        python3 = self.python_dir / "python3"
+        python3.unlink()
+        python3.write_text(
+            f'#!/bin/sh\nPYTHONPATH="{site}:$PYTHONPATH" exec {self.python} "$@"\n',
+            encoding="utf-8",
+        )
+        python3.chmod(0o755)
 
     def dispatch(self, dispatch_path: str, context: Mapping[str, str] | None = None) -> HookRun:
         """Run the packed ``dispatch`` for ``dispatch_path`` (``hooks/install``, ...)."""
