@@ -558,8 +558,11 @@ def run(tool: str, argv: list[str], model_path: Path) -> int:
     except ToolError as error:
         sys.stderr.write(f"ERROR {error}\n")
         return error.code
-    if result is not None or args.flag("format") == "json":
+    if args.flag("format") == "json":
         sys.stdout.write(json.dumps(result) + "\n")
+    elif result is not None:
+        # secret-add prints the new secret's URI as it is (it has no --format).
+        sys.stdout.write(f"{result if isinstance(result, str) else json.dumps(result)}\n")
     return 0
 
 
