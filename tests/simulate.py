@@ -488,8 +488,7 @@ def run_actions(story: Story) -> None:
     admin = admin_credentials(driver.state)
     story.expect(
         "get-credentials answers the admin the charm created (password not shown)",
-        admin is not None
-        and (credentials.get("username"), credentials.get("password")) == admin,
+        admin is not None and (credentials.get("username"), credentials.get("password")) == admin,
     )
     results = driver.run_action("scaleset-status")
     table = "\n".join(str(v) for k, v in sorted(results.items()) if k.startswith("scalesets"))
@@ -529,12 +528,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     )
     args = parser.parse_args(argv)
     if args.packed:
-        reason = pod.skip_reason()
-        if reason is not None:
-            print(f"SIMULATION NOT RUN on the packed charm: {reason}")
-            return 0
-        if not pod.in_pod():
-            return pod.run_in_pod("tests.simulate", list(argv or sys.argv[1:]))
+        outside = pod.into_pod("tests.simulate", list(argv or sys.argv[1:]), "SIMULATION")
+        if outside is not None:
+            return outside
         args.garm = REAL
     elif args.garm == REAL and GARM.find() is None:
         # Real GARM is a local part a developer builds; a machine without it tells the story

@@ -42,7 +42,7 @@ import continuation
 import workload
 from tests.charm_driver import CharmDriver, Configurator, base_state
 from tests.github_standin import GitHubStandin
-from tests.juju_agent.agent import APP, STORAGE_ID, UNIT, UnitAgent, config_defaults
+from tests.juju_agent.agent import APP, UNIT, UnitAgent, config_defaults
 from tests.juju_agent.pod import PackedGarm, Pod, scratch
 from tests.real_garm.github_apps import register_configured_apps
 from tests.simulate_backends import (
@@ -59,17 +59,7 @@ def dispatch_of(event: Any) -> tuple[str, dict[str, str]]:
     """The dispatch path and Juju's hook variables for an ``ops.testing`` event."""
     if event.action is not None:
         return f"actions/{event.action.name}", {}
-    env: dict[str, str] = {}
-    relation = event.relation
-    if relation is not None:
-        remote = APP if isinstance(relation, testing.PeerRelation) else relation.remote_app_name
-        env["JUJU_RELATION"] = relation.endpoint
-        env["JUJU_RELATION_ID"] = f"{relation.endpoint}:{relation.id}"
-        env["JUJU_REMOTE_APP"] = remote
-        if event.relation_remote_unit_id is not None:
-            env["JUJU_REMOTE_UNIT"] = f"{remote}/{event.relation_remote_unit_id}"
-        if event.relation_departed_unit_id is not None:
-            env["JUJU_DEPARTING_UNIT"] = f"{remote}/{event.relation_departed_unit_id}"
+    env = _relation_env(event)
     if event.secret is not None:
         env["JUJU_SECRET_ID"] = event.secret.id
         env["JUJU_SECRET_LABEL"] = event.secret.label or ""
@@ -86,6 +76,24 @@ def dispatch_of(event: Any) -> tuple[str, dict[str, str]]:
     if event.storage is not None:
         env["JUJU_STORAGE_ID"] = f"{event.storage.name}/{event.storage.index}"
     return f"hooks/{event.path.replace('_', '-')}", env
+
+
+def _relation_env(event: Any) -> dict[str, str]:
+    """Juju's relation, remote and departing variables of a relation event (else none)."""
+    relation = event.relation
+    if relation is None:
+        return {}
+    remote = APP if isinstance(relation, testing.PeerRelation) else relation.remote_app_name
+    env = {
+        "JUJU_RELATION": relation.endpoint,
+        "JUJU_RELATION_ID": f"{relation.endpoint}:{relation.id}",
+        "JUJU_REMOTE_APP": remote,
+    }
+    if event.relation_remote_unit_id is not None:
+        env["JUJU_REMOTE_UNIT"] = f"{remote}/{event.relation_remote_unit_id}"
+    if event.relation_departed_unit_id is not None:
+        env["JUJU_DEPARTING_UNIT"] = f"{remote}/{event.relation_departed_unit_id}"
+    return env
 
 
 def _databags(relation: Any) -> tuple[str, dict[str, Any], dict[str, Any]]:
@@ -111,9 +119,7 @@ def _status(status: dict[str, str]) -> ops.StatusBase:
 class PackedDriver(CharmDriver):
     """Runs a story's events as hooks of the packed charm under the unit-agent stand-in."""
 
-    def __init__(
-        self, garm: PackedGarm, state: testing.State, agent: UnitAgent, pod: Pod
-    ) -> None:
+    def __init__(self, garm: PackedGarm, state: testing.State, agent: UnitAgent, pod: Pod) -> None:
         """Drive ``agent``'s packed charm in ``pod``, whose GARM is ``garm``, from ``state``."""
         super().__init__(garm, state)
         self.agent = agent
@@ -138,7 +144,7 @@ class PackedDriver(CharmDriver):
         return self.state
 
     def run_action(self, name: str, **params: str) -> dict[str, Any]:
-        """Run an action as ``juju run`` does; its results (``action-set``), or raise its failure."""
+        """Run an action as ``juju run`` does; its ``action-set`` results, or raise its failure."""
         self._write_model()
         hook, record = self.agent.action(name, params)
         self.hooks.append(hook)
@@ -340,4 +346,3 @@ class PackedStoryGarm(RealStoryGarm):
         """Every later hook runs with the charm's clock :data:`CHARM_CLOCK_SHIFT` ahead."""
         assert self.driver is not None
         self.driver.shift_charm_clock()
-

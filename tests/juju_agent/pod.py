@@ -92,7 +92,23 @@ def run_in_pod(module: str, argv: list[str], timeout: float = POD_TIMEOUT) -> in
     """Run ``python -m module argv`` in fresh mount and network namespaces; its exit code."""
     command = ["unshare", "--mount", "--net", "--propagation", "private"]
     command += [sys.executable, "-m", module, *argv]
-    return subprocess.run(command, env={**os.environ, IN_POD: "1"}, timeout=timeout).returncode
+    env = {**os.environ, IN_POD: "1"}
+    return subprocess.run(command, env=env, timeout=timeout, check=False).returncode
+
+
+def into_pod(module: str, argv: list[str], what: str) -> int | None:
+    """Where ``module``'s main runs: None in the pod; else its exit code from a pod, or 0.
+
+    Outside a pod, ``python -m module argv`` is run in one (:func:`run_in_pod`) and its exit
+    code is the caller's; where none can be made, one line says why (``what`` was not run).
+    """
+    if in_pod():
+        return None
+    reason = skip_reason()
+    if reason is not None:
+        print(f"{what} NOT RUN on the packed charm: {reason}")
+        return 0
+    return run_in_pod(module, argv)
 
 
 def in_pod() -> bool:

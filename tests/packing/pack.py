@@ -55,7 +55,9 @@ class Packed:
 
     def attribute(self, name: str) -> str:
         """The result of one attribute checker (`framework`, `language`)."""
-        return next(result for kind, n, result, _ in self.lint if kind == "attribute" and n == name)
+        return next(
+            result for kind, n, result, _ in self.lint if kind == "attribute" and n == name
+        )
 
     def problems(self) -> list[str]:
         """Linter errors, and warnings no document explains."""
@@ -187,7 +189,7 @@ def use_apt_get() -> None:
         )
         return status.stdout.endswith("installed")
 
-    packages._get_repository_for_platform = lambda: AptGet  # noqa: SLF001
+    packages._get_repository_for_platform = lambda: AptGet
 
 
 def builder_path(bin_dir: Path) -> str:
@@ -229,7 +231,9 @@ def write_package_files(
     del project_dir
     marshalled = project.marshal()
     files = {
-        "metadata.yaml": yaml.safe_dump(CharmMetadata.from_charm(project).marshal(), sort_keys=True),
+        "metadata.yaml": yaml.safe_dump(
+            CharmMetadata.from_charm(project).marshal(), sort_keys=True
+        ),
         "config.yaml": yaml.safe_dump(marshalled["config"], sort_keys=True),
         "actions.yaml": yaml.safe_dump(marshalled["actions"], sort_keys=True),
     }

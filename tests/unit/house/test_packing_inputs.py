@@ -40,7 +40,7 @@ def normalise(name: str) -> str:
 
 
 def test_the_entrypoints_charmcraft_dispatch_execs_are_executable():
-    """charmcraft's dispatch ends in `exec ./src/charm.py`: a 0644 file fails every hook (126)."""
+    """The dispatch charmcraft writes execs `./src/charm.py`: at 0644 every hook fails (126)."""
     for entrypoint in ("src/charm.py", "tests/integration/charms/configurator-stub/src/charm.py"):
         assert git_mode(entrypoint) == "100755", f"{entrypoint} must be committed executable"
         assert (REPO / entrypoint).read_text().startswith("#!/usr/bin/env python3\n")
