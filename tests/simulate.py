@@ -166,12 +166,12 @@ def deploy(story: Story) -> testing.State:
         # The packed charm gets every hook Juju runs for a new unit.
         events = deploy_events()
         print(f"  (hooks: {', '.join(e.path.replace('_', '-') for e in events)})")
+        for event in events:
+            state = driver.run(event)
     else:
-        container = driver.state.get_container("garm")
-        on = driver.ctx.on
-        events = [on.install(), on.leader_elected(), on.pebble_ready(container)]
-    for event in events:
-        state = driver.run(event)
+        driver.run(driver.ctx.on.install())
+        driver.run(driver.ctx.on.leader_elected())
+        state = driver.run(driver.ctx.on.pebble_ready(driver.state.get_container("garm")))
     story.show(state)
     story.expect(
         "waiting for a configurator",

@@ -116,10 +116,6 @@ def in_pod() -> bool:
     return os.environ.get(IN_POD) == "1"
 
 
-def _mount(*args: str) -> None:
-    subprocess.run(["mount", *args], check=True)
-
-
 class Pod:
     """The image's paths, ``lo``, the real Pebble of the ``garm`` container; stopped on exit."""
 
@@ -130,20 +126,21 @@ class Pod:
         self.root = root
         self.agent_dir = agent_dir
         self.pebble: RealPebble | None = None
+        self._mounted: list[Path] = []
 
     def __enter__(self) -> Pod:
         """Mount the image's directories, install GARM and the provider, start Pebble."""
         subprocess.run(["ip", "link", "set", "lo", "up"], check=True)
         for directory in IMAGE_DIRS:
             directory.mkdir(parents=True, exist_ok=True)
-            _mount("-t", "tmpfs", "-o", "mode=0755", "tmpfs", str(directory))
+            self._mount(directory, "-t", "tmpfs", "-o", "mode=0755", "tmpfs")
         AGENT_DIR.mkdir(parents=True, exist_ok=True)
-        _mount("--bind", str(self.agent_dir), str(AGENT_DIR))
+        self._mount(AGENT_DIR, "--bind", str(self.agent_dir))
         upper, work = self.root / "bin-upper", self.root / "bin-work"
         upper.mkdir()
         work.mkdir()
         options = f"lowerdir={IMAGE_BIN},upperdir={upper},workdir={work}"
-        _mount("-t", "overlay", "overlay", "-o", options, str(IMAGE_BIN))
+        self._mount(IMAGE_BIN, "-t", "overlay", "overlay", "-o", options)
         self._install_image_binaries()
         self.pebble = self._start_pebble()
         return self
@@ -153,8 +150,15 @@ class Pod:
         if self.pebble is not None:
             self.pebble.stop()
         provider_standin.stop_vm_agents(CONFIG_DIR)
-        # The overlay's upper directory is the scratch's: unmounted before the scratch goes.
-        subprocess.run(["umount", str(IMAGE_BIN)], check=False)
+        # Unmounted before the scratch goes (the overlay's upper directory and the agent's
+        # directory are in it), so that another pod can be laid out in the same namespaces.
+        for target in reversed(self._mounted):
+            subprocess.run(["umount", str(target)], check=False)
+        self._mounted.clear()
+
+    def _mount(self, target: Path, *args: str) -> None:
+        subprocess.run(["mount", *args, str(target)], check=True)
+        self._mounted.append(target)
 
     def _install_image_binaries(self) -> None:
         garm = GARM.find()
