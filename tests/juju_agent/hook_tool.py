@@ -20,20 +20,22 @@ The model (JSON): ``unit``, ``app``, ``leader``, ``juju_version``, ``model_name`
 ``version``, ``ports``, ``state``, ``storage`` by id (``kind``, ``location``) and ``action``
 (``params``, ``results``, ``failed``, ``log``).
 
-Formats and refusals are Juju 3.6's, read where they are defined: the commands' flags and
-output in juju/juju ``internal/worker/uniter/runner/jujuc/`` (``relation-get.go``,
-``relation-set.go``, ``relation-list.go``, ``relation-ids.go``, ``status-get.go``,
-``status-set.go``, ``secret-add.go``, ``secret-get.go``, ``secret-info-get.go``,
-``opened-ports.go``, ``network-get.go``, ``goal-state.go``, ``storage-get.go``,
-``action-set.go``), the JSON shapes as ops 3.9's ``ops/hookcmds/_types.py`` parses them, and
-the refusal texts as ops 3.9's ``ops/model.py`` (``_relation_is_gone``,
-``_check_for_security_event``, ``SecretNotFoundError``) documents Juju 3.6 wording them:
-``ERROR permission denied`` (a follower writing or reading its application databag, a follower
-adding or changing an application-owned secret), ``ERROR relation not found`` (a relation that
-is gone: ``-r`` names an id the model no longer has), ``ERROR secret "<id>" not found``, and
-the size refusals of ``core/secrets/createsecret.go`` through
-:func:`tests.juju_model_limits.secret_refusal`. Usage errors exit 2, refusals 1, as Juju's
-``cmd`` package does.
+Formats and refusals are Juju 3.6's. Each command is defined in juju/juju
+``worker/uniter/runner/jujuc/`` (3.6; ``internal/worker/uniter/runner/jujuc/`` on main):
+``relation-get.go``, ``relation-set.go``, ``relation-list.go``, ``relation-ids.go``,
+``status-get.go``, ``status-set.go``, ``secret-add.go``, ``secret-get.go``,
+``secret-info-get.go``, ``opened-ports.go``, ``network-get.go``, ``goal-state.go``,
+``storage-get.go``, ``action-set.go``. What was read here: the flags ops 3.9 passes and the
+JSON shapes its parsers take (``ops/hookcmds/``: ``_relation.py``, ``_secret.py``,
+``_status.py``, ``_port.py``, ``_storage.py``, ``_other.py``, ``_types.py``), and the refusal
+texts ops 3.9's ``ops/model.py`` documents Juju 3.6 answering (``_relation_is_gone``,
+``_check_for_security_event``, the ``SecretNotFoundError`` rule): ``ERROR permission denied``
+(a follower writing or reading its application databag, a follower adding or changing an
+application-owned secret), ``ERROR ... relation not found`` (``-r`` names a relation the model
+no longer has), ``ERROR secret "<id>" not found``; the size refusals are those of Juju's
+``core/secrets/createsecret.go``, through :func:`tests.juju_model_limits.secret_refusal`. Usage
+errors exit 2 and refusals 1, as Juju's ``cmd`` package does. ``secret-add`` prints the bare
+URI (it has no ``--format``).
 """
 
 from __future__ import annotations
