@@ -57,11 +57,15 @@ class HookRun:
     stderr: str
     seconds: float
     tools: collections.Counter[str]
+    log: str = ""
 
     def check(self) -> HookRun:
-        """Raise with the hook's stderr when it exited non-zero (the unit would be in error)."""
+        """Raise with the hook's stderr and log when it exited non-zero (the unit in error)."""
         if self.returncode != 0:
-            raise HookFailedError(f"{self.hook} exited {self.returncode}:\n{self.stderr[-4000:]}")
+            raise HookFailedError(
+                f"{self.hook} exited {self.returncode}:\n{self.stderr[-4000:]}\n"
+                f"juju-log:\n{self.log[-4000:]}"
+            )
         return self
 
 
@@ -212,7 +216,8 @@ class UnitAgent:
     def dispatch(self, dispatch_path: str, context: Mapping[str, str] | None = None) -> HookRun:
         """Run the packed ``dispatch`` for ``dispatch_path`` (``hooks/install``, ...)."""
         env = self.environment(dispatch_path, context or {})
-        start = self.calls_log.stat().st_size if self.calls_log.exists() else 0
+        start = _size(self.calls_log)
+        log_start = _size(self.juju_log)
         started = time.monotonic()
         process = subprocess.run(
             ["./dispatch"],
@@ -231,15 +236,12 @@ class UnitAgent:
             stderr=process.stderr,
             seconds=seconds,
             tools=self.tools_since(start),
+            log=_tail(self.juju_log, log_start),
         )
 
     def tools_since(self, offset: int) -> collections.Counter[str]:
         """The hook tools called after byte ``offset`` of the calls log, by name."""
-        if not self.calls_log.exists():
-            return collections.Counter()
-        with self.calls_log.open("rb") as calls:
-            calls.seek(offset)
-            return collections.Counter(calls.read().decode("utf-8").split())
+        return collections.Counter(_tail(self.calls_log, offset).split())
 
     def hook(self, name: str, context: Mapping[str, str] | None = None) -> HookRun:
         """Run hook ``name`` (``install``, ``garm-peers-relation-changed``, ...)."""
@@ -255,6 +257,19 @@ class UnitAgent:
         with self.model(write=True) as model:
             record, model["action"] = model["action"], None
         return run, record
+
+
+def _size(path: Path) -> int:
+    return path.stat().st_size if path.exists() else 0
+
+
+def _tail(path: Path, offset: int) -> str:
+    """What was appended to ``path`` after byte ``offset``."""
+    if not path.exists():
+        return ""
+    with path.open("rb") as log:
+        log.seek(offset)
+        return log.read().decode("utf-8", "replace")
 
 
 def base_python() -> Path:

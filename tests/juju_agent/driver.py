@@ -42,7 +42,7 @@ import continuation
 import workload
 from tests.charm_driver import CharmDriver, Configurator, base_state
 from tests.github_standin import GitHubStandin
-from tests.juju_agent.agent import APP, UNIT, UnitAgent, config_defaults
+from tests.juju_agent.agent import APP, STORAGE_LOCATION, UNIT, UnitAgent, config_defaults
 from tests.juju_agent.pod import PackedGarm, Pod, scratch
 from tests.real_garm.github_apps import register_configured_apps
 from tests.simulate_backends import (
@@ -219,6 +219,10 @@ class PackedDriver(CharmDriver):
                     "apps": apps,
                 }
             model["relations"] = relations
+            model["storage"] = {
+                f"{s.name}/{s.index}": {"kind": "filesystem", "location": STORAGE_LOCATION}
+                for s in state.storages
+            }
             for secret in state.secrets:
                 if secret.owner is None:
                     _consumed_secret(model["secrets"], secret)
