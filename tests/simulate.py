@@ -548,6 +548,9 @@ def main(argv: Sequence[str] | None = None) -> int:
             except StoryFailedError as exc:
                 print(f"\nSIMULATION FAILED at step {story.step_number}: {exc}")
                 return 1
+            summary = getattr(backend.driver, "summary", None)
+            if summary is not None:
+                print(f"\n{summary()}")
     except BackendUnavailableError as exc:
         print(f"SIMULATION NOT RUN: {exc}")
         return 1

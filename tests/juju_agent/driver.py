@@ -163,6 +163,16 @@ class PackedDriver(CharmDriver):
         self.run(self.ctx.on.relation_created(cfg.relation))
         return super().add_configurator(cfg)
 
+    def summary(self) -> str:
+        """The hooks run so far: how many, their time, the hook-tool processes they started."""
+        seconds = sum(h.seconds for h in self.hooks)
+        tools = sum(sum(h.tools.values()) for h in self.hooks)
+        return (
+            f"Packed charm: {len(self.hooks)} hooks and actions in {seconds:.1f} s "
+            f"(longest {max((h.seconds for h in self.hooks), default=0):.1f} s), "
+            f"{tools} hook-tool processes"
+        )
+
     def deploy_events(self) -> list[Any]:
         """Juju's hooks of a new unit of a sidecar charm, in Juju 3.6's order."""
         on = self.ctx.on
