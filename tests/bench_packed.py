@@ -152,7 +152,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     outside = pod.into_pod("tests.bench_packed", list(argv or sys.argv[1:]), "BENCH")
     if outside is not None:
         return outside
-    measured = [bench(size, args.repeats, args.tool_runs) for size in args.sizes]
+    measured = []
+    for size in args.sizes:
+        measured.append(bench(size, args.repeats, args.tool_runs))
+        # Each N as soon as it is measured: a large N takes many minutes.
+        print(f"  {measured[-1]}", file=sys.stderr, flush=True)
     print(
         f"{'SCALESETS':>9}  {'DEPLOY HOOKS':>12}  {'DEPLOY S':>8}  {'WALL S':>7}  {'CPU S':>6}  "
         f"{'READS':>5}  {'WRITES':>6}  {'HOOK TOOLS':>10}  {'IS-LEADER MS':>12}"
