@@ -572,6 +572,10 @@ class CharmDriver:
             # Pebble now restarts GARM with its back-off; ops.testing has no back-off state, so
             # an inactive service stands for a GARM that is not running.
             self.state = _with_service_status(self.state, ops.pebble.ServiceStatus.INACTIVE)
+        return self.after_hook()
+
+    def after_hook(self) -> testing.State:
+        """What follows every hook: its secrets' values registered, the admin handed on."""
         _remember_secret_values(self.state)
         if hasattr(self.emulator, "admin"):
             # A backend read through GARM's own API logs in as the admin the charm created.

@@ -18,7 +18,10 @@ Sources (also on ``docs/reference/limits.md``): Juju's ``core/secrets/createsecr
 bytes by juju/juju#20314. ``MAX_ARG_STRLEN`` is 32 pages in Linux's ``include/uapi/linux/
 binfmts.h``.
 
-The charm driver applies them in every hook it runs (unit tests, simulation, bench, faults).
+The charm driver applies them in every hook it runs (unit tests, simulation, bench, faults);
+the Juju unit-agent stand-in's ``secret-add`` and ``secret-set`` refuse with
+:func:`secret_refusal` (so the module imports only the stdlib at its top: ops, scenario and
+yaml where they are used).
 """
 
 from __future__ import annotations
@@ -31,10 +34,6 @@ from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
-
-import ops
-import yaml
-from scenario import mocking
 
 CHARMCRAFT = Path(__file__).resolve().parents[1] / "charmcraft.yaml"
 MAX_ARG_STRLEN = 32 * 4096  # bytes, the terminating NUL included
@@ -56,6 +55,8 @@ FROM_3_6_9 = SecretLimits(value=1000 * 1000, content=1000 * 1000, on_base64=True
 
 def minimum_juju() -> str:
     """The charm's minimum Juju, from ``assumes`` in ``charmcraft.yaml``."""
+    import yaml
+
     meta = yaml.safe_load(CHARMCRAFT.read_text(encoding="utf-8"))
     for entry in meta.get("assumes", ()):
         if isinstance(entry, str) and entry.startswith("juju >="):
@@ -104,6 +105,8 @@ def check_arguments(tool: str, arguments: list[str]) -> None:
 
 
 def _action_arguments(results: dict[str, Any]) -> list[str]:
+    import ops
+
     flat = ops.model._format_action_result_dict(results)  # pyright: ignore[reportPrivateUsage]
     return [f"{key}={value}" for key, value in flat.items()]
 
@@ -123,6 +126,9 @@ class ModelLimits:
     @contextmanager
     def applied(self) -> Iterator[None]:
         """Wrap the mocked backend's hook tools that Juju or Linux would refuse."""
+        import ops
+        from scenario import mocking
+
         backend_class = mocking._MockModelBackend  # pyright: ignore[reportPrivateUsage]
         wrappers: dict[str, Callable[[Callable[..., Any]], Callable[..., Any]]] = {
             "secret_add": self._secret_add,
@@ -145,6 +151,8 @@ class ModelLimits:
                 setattr(backend_class, name, original)
 
     def _refuse_secret(self, content: Mapping[str, str] | None) -> None:
+        import ops
+
         refusal = secret_refusal(content or {}, self.juju_version)
         if refusal is not None:
             raise ops.ModelError(refusal)

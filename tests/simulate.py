@@ -43,6 +43,8 @@ from tests.charm_driver import (
     planned_env,
     planned_providers,
 )
+from tests.juju_agent import pod
+from tests.juju_agent.driver import open_packed_backend
 from tests.local_parts import GARM
 from tests.real_garm.tls_front import make_certificates
 from tests.simulate_backends import (
@@ -158,9 +160,17 @@ def deploy(story: Story) -> testing.State:
     """Step: deploy garm alone; it bootstraps GARM and waits for a configurator."""
     driver, garm = story.driver, story.garm
     story.step("Deploy garm alone")
-    driver.run(driver.ctx.on.install())
-    driver.run(driver.ctx.on.leader_elected())
-    state = driver.run(driver.ctx.on.pebble_ready(driver.state.get_container("garm")))
+    deploy_events = getattr(driver, "deploy_events", None)
+    if deploy_events is not None:
+        # The packed charm gets every hook Juju runs for a new unit.
+        events = deploy_events()
+        print(f"  (hooks: {', '.join(e.path.replace('_', '-') for e in events)})")
+        for event in events:
+            state = driver.run(event)
+    else:
+        driver.run(driver.ctx.on.install())
+        driver.run(driver.ctx.on.leader_elected())
+        state = driver.run(driver.ctx.on.pebble_ready(driver.state.get_container("garm")))
     story.show(state)
     story.expect(
         "waiting for a configurator",
@@ -469,11 +479,33 @@ def ghes_beside_github_com(story: Story) -> None:
     )
 
 
+def run_actions(story: Story) -> None:
+    """Step: both actions, as ``juju run garm/0 <action>`` runs them."""
+    driver, garm = story.driver, story.garm
+    story.step("juju run garm/0 get-credentials; juju run garm/0 scaleset-status")
+    credentials = driver.run_action("get-credentials")
+    admin = admin_credentials(driver.state)
+    story.expect(
+        "get-credentials answers the admin the charm created (password not shown)",
+        admin is not None and (credentials.get("username"), credentials.get("password")) == admin,
+    )
+    results = driver.run_action("scaleset-status")
+    table = "\n".join(str(v) for k, v in sorted(results.items()) if k.startswith("scalesets"))
+    print("\n".join(f"  | {line}" for line in table.splitlines()))
+    live = [s["name"] for s in garm.scalesets()]
+    story.expect(
+        f"scaleset-status counts GARM's {len(live)} scale set(s)",
+        str(results.get("count")) == str(len(live)),
+    )
+    story.expect("its table names every live scale set", all(name in table for name in live))
+
+
 def tell(story: Story) -> None:
     """The story of section 20 of the spec, step by step, then agent mode and the shell."""
     deploy(story)
     cfg_a, cfg_b = integrate(story)
     runners_come_up(story)
+    run_actions(story)
     change_labels(story, cfg_a)
     ghes_beside_github_com(story)
     remove_busy_configurator(story, cfg_b)
@@ -487,15 +519,27 @@ def main(argv: Sequence[str] | None = None) -> int:
     """Run the story; return 0 when every expectation held."""
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--garm", choices=(EMULATOR, REAL), default=EMULATOR)
+    parser.add_argument(
+        "--packed",
+        action="store_true",
+        help="the packed charm (build/pack/prime) under the Juju unit-agent stand-in, in a pod "
+        "of its own with real Pebble and real GARM (implies --garm real)",
+    )
     args = parser.parse_args(argv)
-    if args.garm == REAL and GARM.find() is None:
+    if args.packed:
+        outside = pod.into_pod("tests.simulate", list(argv or sys.argv[1:]), "SIMULATION")
+        if outside is not None:
+            return outside
+        args.garm = REAL
+    elif args.garm == REAL and GARM.find() is None:
         # Real GARM is a local part a developer builds; a machine without it tells the story
         # on the emulator only, and says so.
         print(f"SIMULATION NOT RUN on real GARM: {GARM.skip_reason()}")
         return 0
     started = time.monotonic()
+    opened = open_packed_backend() if args.packed else open_backend(args.garm, agent_standin=True)
     try:
-        with open_backend(args.garm, agent_standin=True) as backend:
+        with opened as backend:
             print(f"GARM: {backend.description}")
             story = Story(backend.driver, backend.garm)
             try:
@@ -503,12 +547,16 @@ def main(argv: Sequence[str] | None = None) -> int:
             except StoryFailedError as exc:
                 print(f"\nSIMULATION FAILED at step {story.step_number}: {exc}")
                 return 1
+            summary = getattr(backend.driver, "summary", None)
+            if summary is not None:
+                print(f"\n{summary()}")
     except BackendUnavailableError as exc:
         print(f"SIMULATION NOT RUN: {exc}")
         return 1
     elapsed = time.monotonic() - started
     print(
-        f"\nSimulation passed on {args.garm}: every expected state was reached ({elapsed:.0f} s)."
+        f"\nSimulation passed on {args.garm}{' (packed)' if args.packed else ''}: every expected "
+        f"state was reached ({elapsed:.0f} s)."
     )
     return 0
 

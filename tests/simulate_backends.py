@@ -484,6 +484,10 @@ class RealStoryGarm:
             f"  (the charm's clock moves {CHARM_CLOCK_SHIFT} ahead: past MAX_JOB_RUNTIME its "
             "rule no longer lets the job protect the runner; the charm removes it through GARM)"
         )
+        self.shift_charm_clock()
+
+    def shift_charm_clock(self) -> None:
+        """The charm's clock (in this process) reads :data:`CHARM_CLOCK_SHIFT` ahead from now."""
         self._clock_shift = mock.patch.object(reconciler, "datetime", _ShiftedDatetime)
         self._clock_shift.start()
 
@@ -697,11 +701,11 @@ def _real_backend(
     binary = garm_binary()
     if binary is None:
         raise BackendUnavailableError(SKIP_REASON)
-    agent_dir = _ship_agent_standin(root / "garm-agent") if agent_standin else None
+    agent_dir = ship_agent_standin(root / "garm-agent") if agent_standin else None
     with GitHubStandin() as github:
         real = PodGarm.prepare(root, binary=binary, github_endpoint=github.endpoint_params())
         register_configured_apps(real.proxy, github)
-        front = _tls_front(root / "front", real) if agent_standin else None
+        front = tls_front(root / "front", real) if agent_standin else None
         story_garm = RealStoryGarm(real, github, front)
         try:
             # The charm's first replan starts GARM; the ingress URL is the proxy's, so the
@@ -731,7 +735,7 @@ def _real_backend(
                 front.stop()
 
 
-def _tls_front(directory: Path, real: PodGarm) -> TlsFront:
+def tls_front(directory: Path, real: PodGarm) -> TlsFront:
     """A TLS front to ``real`` whose CA the stand-in cloud's runners trust."""
     directory.mkdir()
     front = TlsFront(directory, lambda: real.port).start()
@@ -739,7 +743,7 @@ def _tls_front(directory: Path, real: PodGarm) -> TlsFront:
     return front
 
 
-def _ship_agent_standin(directory: Path) -> Path:
+def ship_agent_standin(directory: Path) -> Path:
     """The image's garm-agent directory with the real agent or its stand-in as amd64 binary."""
     try:
         # The stand-in runs on the runners as a program of its own, with websockets: only the

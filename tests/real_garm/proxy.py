@@ -116,10 +116,13 @@ class RecordingProxy:
 
     Args:
         upstream_port: the port GARM listens on, on 127.0.0.1; :meth:`retarget` changes it.
+        listen_port: the proxy's own port (a free one by default; the packed charm's pod puts
+            it where the charm reaches GARM, 8080).
     """
 
-    def __init__(self, upstream_port: int = 0) -> None:
+    def __init__(self, upstream_port: int = 0, *, listen_port: int = 0) -> None:
         self.upstream_port = upstream_port
+        self.listen_port = listen_port
         self.on_urls_set: UrlsSetHook | None = None
         self.observers: list[Observer] = []
         self._calls: list[RecordedCall] = []
@@ -134,8 +137,8 @@ class RecordingProxy:
         self._thread: threading.Thread | None = None
 
     def start(self) -> RecordingProxy:
-        """Listen on a free port of 127.0.0.1."""
-        server = ThreadingHTTPServer(("127.0.0.1", 0), _ProxyHandler)
+        """Listen on 127.0.0.1 (:attr:`listen_port`, by default a free port)."""
+        server = ThreadingHTTPServer(("127.0.0.1", self.listen_port), _ProxyHandler)
         server.daemon_threads = True
         server.proxy = self  # type: ignore[attr-defined]
         self._server = server

@@ -1,0 +1,1 @@
+"""The Juju unit-agent stand-in: the packed charm run as Juju runs it (hook tools as processes)."""

@@ -1,0 +1,288 @@
+"""The Juju unit agent's part for the packed charm: each hook as a process, as Juju runs it.
+
+Owns the charm directory of one unit (a copy of the packed prime directory, so the unit's ops
+state stays its own), the hook tools' bin directory (:mod:`tests.juju_agent.hook_tool` installed
+under every tool's name, run by this interpreter in isolated mode: the charm's ``PYTHONPATH``
+never reaches it), and the environment Juju gives a hook: what ops 3.9 reads
+(``ops/jujucontext.py``: ``JUJU_DISPATCH_PATH``, ``JUJU_UNIT_NAME``, ``JUJU_MODEL_NAME``,
+``JUJU_MODEL_UUID``, ``JUJU_VERSION``, ``JUJU_CHARM_DIR``, ``JUJU_HOOK_NAME``, the relation,
+remote unit and app, departing unit, secret, notice, workload, check, storage and action
+variables) and the rest a Kubernetes unit agent sets (``JUJU_CONTEXT_ID``,
+``JUJU_AGENT_SOCKET_*``, ``JUJU_API_ADDRESSES``, ``CLOUD_API_VERSION``, ``JUJU_SLA``), as
+juju/juju ``internal/worker/uniter/runner/context/context.go`` (``HookVars``) lists them.
+
+``PATH`` holds the tool directory, then the base's Python (``dispatch`` runs
+``#!/usr/bin/env python3``: it must be the 3.12 the venv was built for), then the system's: a
+tool the charm calls and the stand-in does not serve fails the hook (command not found).
+"""
+
+from __future__ import annotations
+
+import collections
+import json
+import os
+import shutil
+import subprocess
+import sys
+import time
+import uuid
+from collections.abc import Mapping
+from dataclasses import dataclass
+from datetime import timedelta
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from tests.juju_agent import charm_clock, hook_tool
+
+REPO = Path(__file__).resolve().parents[2]
+PRIME_DIR = REPO / "build" / "pack" / "prime"
+JUJU_VERSION = "3.6.12"
+MODEL_NAME = "garm-model"
+UNIT = "garm/0"
+APP = "garm"
+STORAGE_ID = "garm-data/0"
+STORAGE_LOCATION = "/var/lib/garm"
+HOOK_TIMEOUT = 600.0
+
+
+@dataclass(frozen=True)
+class HookRun:
+    """One hook as it ran: its exit code, output, wall time and the hook tools it called."""
+
+    hook: str
+    returncode: int
+    stdout: str
+    stderr: str
+    seconds: float
+    tools: collections.Counter[str]
+    log: str = ""
+
+    def check(self) -> HookRun:
+        """Raise with the hook's stderr and log when it exited non-zero (the unit in error)."""
+        if self.returncode != 0:
+            raise HookFailedError(
+                f"{self.hook} exited {self.returncode}:\n{self.stderr[-4000:]}\n"
+                f"juju-log:\n{self.log[-4000:]}"
+            )
+        return self
+
+
+class HookFailedError(RuntimeError):
+    """A hook exited non-zero: Juju would put the unit in error."""
+
+
+def install_tools(bin_dir: Path) -> Path:
+    """One copy of the hook-tool program in ``bin_dir`` and a link to it per tool name."""
+    bin_dir.mkdir(parents=True, exist_ok=True)
+    program = bin_dir / "juju-hook-tool"
+    source = Path(hook_tool.__file__).read_text(encoding="utf-8")
+    # The base interpreter (the tool is stdlib only): a virtual environment recreated under a
+    # running deployment takes no tool away. -I: the charm's PYTHONPATH (lib:venv, relative
+    # to its directory) never reaches the tool.
+    python = Path(getattr(sys, "_base_executable", sys.executable)).resolve()
+    program.write_text(f"#!{python} -I\n{source}", encoding="utf-8")
+    program.chmod(0o755)
+    for name in hook_tool.TOOL_NAMES:
+        link = bin_dir / name
+        link.unlink(missing_ok=True)
+        link.symlink_to(program.name)
+    return bin_dir
+
+
+def config_defaults(charm_dir: Path) -> dict[str, Any]:
+    """The charm's options with their defaults, from the packed ``config.yaml``."""
+    config = yaml.safe_load((charm_dir / "config.yaml").read_text(encoding="utf-8")) or {}
+    options = config.get("options") or {}
+    return {name: o["default"] for name, o in options.items() if "default" in o}
+
+
+def new_model(charm_dir: Path, *, leader: bool, juju_version: str) -> dict[str, Any]:
+    """A fresh model of one unit: its config's defaults, its storage, no relation yet."""
+    unknown = {"status": "unknown", "message": "", "since": hook_tool.now()}
+    return {
+        "unit": UNIT,
+        "app": APP,
+        "leader": leader,
+        "juju_version": juju_version,
+        "model_name": MODEL_NAME,
+        "model_uuid": str(uuid.uuid4()),
+        "config": config_defaults(charm_dir),
+        "relations": {},
+        "secrets": {},
+        "status": {"unit": dict(unknown), "app": dict(unknown)},
+        "version": "",
+        "ports": [],
+        "state": {},
+        "storage": {STORAGE_ID: {"kind": "filesystem", "location": STORAGE_LOCATION}},
+        "action": None,
+    }
+
+
+class UnitAgent:
+    """Runs the packed charm's hooks for unit ``garm/0`` with the model in ``workdir``."""
+
+    def __init__(
+        self,
+        workdir: Path,
+        *,
+        prime_dir: Path = PRIME_DIR,
+        python312: Path | None = None,
+        leader: bool = True,
+        juju_version: str = JUJU_VERSION,
+    ) -> None:
+        """Copy the prime directory into ``workdir``, install the tools, write a fresh model."""
+        self.workdir = workdir
+        self.charm_dir = workdir / "charm"
+        shutil.copytree(prime_dir, self.charm_dir, symlinks=True)
+        self.bin_dir = install_tools(workdir / "bin")
+        self.model_path = workdir / "model.json"
+        model = new_model(self.charm_dir, leader=leader, juju_version=juju_version)
+        self.model_path.write_text(json.dumps(model), encoding="utf-8")
+        # python3 is the base's interpreter itself, not a virtual environment's.
+        self.python_dir = workdir / "python"
+        self.python_dir.mkdir()
+        self.python = python312 or base_python()
+        (self.python_dir / "python3").symlink_to(self.python)
+        self.contexts = 0
+        # How far ahead the charm's clock reads (None: the real time).
+        self.clock_shift: timedelta | None = None
+
+    @property
+    def calls_log(self) -> Path:
+        """Where each hook-tool call is appended (its name)."""
+        return self.workdir / "calls.log"
+
+    @property
+    def juju_log(self) -> Path:
+        """Where each ``juju-log`` line is appended (level and message)."""
+        return self.workdir / "juju-log.log"
+
+    def model(self, *, write: bool = False) -> Any:
+        """The model under its lock (a context manager); written back with ``write``."""
+        return hook_tool.locked_model(self.model_path, write=write)
+
+    def read(self) -> dict[str, Any]:
+        """The model as it stands."""
+        with self.model() as model:
+            return model
+
+    def environment(self, dispatch_path: str, context: Mapping[str, str]) -> dict[str, str]:
+        """The hook's environment: Juju's variables for ``dispatch_path`` and ``context``."""
+        model = self.read()
+        self.contexts += 1
+        path = os.pathsep.join([str(self.bin_dir), str(self.python_dir), "/usr/bin", "/bin"])
+        env = {
+            "PATH": path,
+            "HOME": str(self.workdir),
+            "LANG": "C.UTF-8",
+            "JUJU_CHARM_DIR": str(self.charm_dir),
+            "JUJU_CONTEXT_ID": f"{UNIT}-{dispatch_path.rsplit('/', 1)[-1]}-{self.contexts}",
+            "JUJU_DISPATCH_PATH": dispatch_path,
+            "JUJU_MODEL_NAME": model["model_name"],
+            "JUJU_MODEL_UUID": model["model_uuid"],
+            "JUJU_UNIT_NAME": UNIT,
+            "JUJU_VERSION": model["juju_version"],
+            "JUJU_AGENT_SOCKET_ADDRESS": "@/var/lib/juju/agents/unit-garm-0/agent.socket",
+            "JUJU_AGENT_SOCKET_NETWORK": "unix",
+            "JUJU_API_ADDRESSES": "10.1.0.1:17070",
+            "JUJU_PRINCIPAL_UNIT": "",
+            "JUJU_SLA": "unsupported",
+            "CLOUD_API_VERSION": "1.33.0",
+            hook_tool.MODEL_ENV: str(self.model_path),
+            hook_tool.REPO_ENV: str(REPO),
+        }
+        kind, _, name = dispatch_path.partition("/")
+        if kind == "hooks":
+            env["JUJU_HOOK_NAME"] = name
+        if self.clock_shift is not None:
+            self._shift_clock()
+            env[charm_clock.SHIFT_ENV] = str(self.clock_shift.total_seconds())
+        return {**env, **context}
+
+    def _shift_clock(self) -> None:
+        """``python3`` becomes a wrapper that puts :mod:`charm_clock` first on the path."""
+        site = self.workdir / "clock-site"
+        if site.exists():
+            return
+        site.mkdir()
+        shutil.copy(charm_clock.__file__, site / "sitecustomize.py")
+        python3 = self.python_dir / "python3"
+        python3.unlink()
+        python3.write_text(
+            f'#!/bin/sh\nPYTHONPATH="{site}:$PYTHONPATH" exec {self.python} "$@"\n',
+            encoding="utf-8",
+        )
+        python3.chmod(0o755)
+
+    def dispatch(self, dispatch_path: str, context: Mapping[str, str] | None = None) -> HookRun:
+        """Run the packed ``dispatch`` for ``dispatch_path`` (``hooks/install``, ...)."""
+        env = self.environment(dispatch_path, context or {})
+        start = _size(self.calls_log)
+        log_start = _size(self.juju_log)
+        started = time.monotonic()
+        process = subprocess.run(
+            ["./dispatch"],
+            cwd=self.charm_dir,
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=HOOK_TIMEOUT,
+            check=False,
+        )
+        seconds = time.monotonic() - started
+        return HookRun(
+            hook=dispatch_path,
+            returncode=process.returncode,
+            stdout=process.stdout,
+            stderr=process.stderr,
+            seconds=seconds,
+            tools=self.tools_since(start),
+            log=_tail(self.juju_log, log_start),
+        )
+
+    def tools_since(self, offset: int) -> collections.Counter[str]:
+        """The hook tools called after byte ``offset`` of the calls log, by name."""
+        return collections.Counter(_tail(self.calls_log, offset).split())
+
+    def hook(self, name: str, context: Mapping[str, str] | None = None) -> HookRun:
+        """Run hook ``name`` (``install``, ``garm-peers-relation-changed``, ...)."""
+        return self.dispatch(f"hooks/{name}", context)
+
+    def action(self, name: str, params: Mapping[str, Any] | None = None) -> tuple[HookRun, Any]:
+        """Run action ``name`` as ``juju run`` does; return the run and the action's record."""
+        with self.model(write=True) as model:
+            model["action"] = {"params": dict(params or {}), "results": {}, "failed": None}
+            model["action"]["log"] = []
+        context = {"JUJU_ACTION_NAME": name, "JUJU_ACTION_UUID": str(uuid.uuid4())}
+        run = self.dispatch(f"actions/{name}", context)
+        with self.model(write=True) as model:
+            record, model["action"] = model["action"], None
+        return run, record
+
+
+def _size(path: Path) -> int:
+    return path.stat().st_size if path.exists() else 0
+
+
+def _tail(path: Path, offset: int) -> str:
+    """What was appended to ``path`` after byte ``offset``."""
+    if not path.exists():
+        return ""
+    with path.open("rb") as log:
+        log.seek(offset)
+        return log.read().decode("utf-8", "replace")
+
+
+def base_python() -> Path:
+    """The base's Python (3.12): ``GARM_PY312``, else this interpreter when it is 3.12."""
+    configured = os.environ.get("GARM_PY312")
+    if configured:
+        return Path(configured)
+    if sys.version_info[:2] == (3, 12):
+        return Path(getattr(sys, "_base_executable", sys.executable)).resolve()
+    found = shutil.which("python3.12")
+    if found is None:
+        raise RuntimeError("no Python 3.12 for the packed charm (GARM_PY312 or python3.12)")
+    return Path(found)
