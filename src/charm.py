@@ -180,8 +180,6 @@ class GarmCharm(ops.CharmBase):
         self, container: ops.Container, plan: ops.pebble.Plan, owned: secrets_store.OwnedSecrets
     ) -> Outcome:
         """The leader's part of the pass: run GARM and bring it to the desired state."""
-        # The pass's budget runs from here: waiting for GARM and replanning count too.
-        writes = Writes(budget=self.pass_budget, clock=self.pass_clock)
         refused = leadership.claim(self.model)
         if refused is not None:
             leadership.stand_by(self.unit, container, refused.message)
@@ -194,6 +192,9 @@ class GarmCharm(ops.CharmBase):
         if db is None:
             return Outcome(ops.WaitingStatus(WAITING_DATABASE))
         wanted = leader_pass.read_wanted(self, container, plan, owned, self._refreshed)
+        # The budget runs from here: reading the relations grows with the configurators (under
+        # Juju's hook tools at 500 it alone spent a budget started before it; no pass wrote).
+        writes = Writes(budget=self.pass_budget, clock=self.pass_clock)
         publish, trusted, running = leader_pass.publish_workload(
             container, plan, owned, db, wanted
         )

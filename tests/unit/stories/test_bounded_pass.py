@@ -14,11 +14,13 @@ import dataclasses
 import re
 from pathlib import Path
 from typing import Any
+from unittest import mock
 
 import ops
 import pytest
 from ops import testing
 
+from charm import GarmCharm
 from tests.charm_driver import (
     CharmDriver,
     base_state,
@@ -163,3 +165,37 @@ def test_a_custom_notice_that_is_not_the_charms_runs_no_pass(
 @pytest.fixture
 def driver_garm(garm: GarmEmulator, tmp_path: Path) -> tuple[CharmDriver, GarmEmulator]:
     return deployed(garm, base_state(tmp_path)), garm
+
+
+def test_a_pass_whose_reading_outlasts_the_budget_still_writes(
+    garm: GarmEmulator, tmp_path: Path
+) -> None:
+    """The budget bounds the pass's writes, not its reading of the relations.
+
+    Under Juju every relation read is a hook-tool process, so reading hundreds of
+    configurators takes as long as a budget: measured with the packed charm at 500, a budget
+    started before the reading was spent before the first write, in every pass. Here the pass's
+    clock is the hook tools it ran, and the budget fewer than the reading takes: each pass still
+    writes, and the passes converge.
+    """
+    driver = deployed(garm, base_state(tmp_path))
+    related(driver)
+    tools = driver._tools  # the hook's tool calls, counted as they run
+    budget = 20
+
+    def clock() -> float:
+        return float(sum(tools.calls.values()))
+
+    with (
+        mock.patch.object(GarmCharm, "pass_budget", float(budget)),
+        mock.patch.object(GarmCharm, "pass_clock", staticmethod(clock)),
+    ):
+        driver.run(driver.ctx.on.update_status())
+        assert sum(driver.tool_calls.values()) > budget
+        assert len(garm.credentials()) > 0
+        assert driver.continuation_asked
+        hooks = driver.continue_passes()
+
+    assert hooks >= 1
+    assert driver.state.unit_status == ops.ActiveStatus()
+    assert len(garm.scalesets()) == COUNT
