@@ -25,7 +25,7 @@ import threading
 from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
-from typing import Any
+from typing import Any, Protocol
 
 from garm import (
     CreateScaleSetParams,
@@ -55,6 +55,18 @@ SWEEP_STEP = "deleting scale sets"
 
 def _utc_now() -> datetime:
     return datetime.now(UTC)
+
+
+class EntityStep(Protocol):
+    """The entity step running beside this pass (``reconcile.entities``)."""
+
+    def created(self, key: EntityKey) -> str | None:
+        """Wait for the entity's object of this pass; the id it registered, if any."""
+        ...
+
+    def settled(self) -> None:
+        """Wait for every entity object of this pass; raise its pass-ending failure."""
+        ...
 
 
 @dataclass(frozen=True)
@@ -87,6 +99,7 @@ class ScalesetReconciler:
         clock: Callable[[], datetime] = _utc_now,
         writes: Writes | None = None,
         reclaim: Reclaim | None = None,
+        entities: EntityStep | None = None,
     ) -> None:
         """Create the reconciler.
 
@@ -97,11 +110,14 @@ class ScalesetReconciler:
             writes: the pass's writes (pool and budget); None: one object at a time, no budget.
             reclaim: clears the charm's own stale scale sets from GitHub when GARM's create
                 is refused for one (``reclaim``); None: no GitHub scale set is reclaimed.
+            entities: the entity step still running beside this pass: a spec waits for its
+                entity's object, and the deletions for the whole step; None: it is done.
         """
         self._client = client
         self._clock = clock
         self._writes = writes or Writes(size=1)
         self._reclaim = reclaim
+        self._entities = entities
 
     def reconcile(
         self,
@@ -133,7 +149,7 @@ class ScalesetReconciler:
             GarmProtocolError: GARM answered in a shape the charm cannot read (same).
             GarmApiError: a pass-start listing failed.
         """
-        return _Pass(self._client, self._clock, self._writes, self._reclaim).run(
+        return _Pass(self._client, self._clock, self._writes, self._reclaim, self._entities).run(
             dedupe_specs(desired), prune, held, held_apps
         )
 
@@ -146,6 +162,7 @@ class _Pass:
     clock: Callable[[], datetime]
     writes: Writes
     reclaim: Reclaim | None
+    entities: EntityStep | None
     created: list[ScaleSet] = field(default_factory=list[ScaleSet])
     notices: list[Notice] = field(default_factory=list[Notice])
     _entity_ids: dict[str, dict[EntityKey, str]] = field(
@@ -206,8 +223,12 @@ class _Pass:
             live_name = resolve_target(spec, observed)
             return reclaiming(spec, live_name, attempt, self.reclaim, notices) or []
 
-        results = self.writes.each(RECONCILE_STEP, specs, one, self.notices)
+        ready = _entity_done(self.entities)
+        results = self.writes.each(RECONCILE_STEP, specs, one, self.notices, ready=ready)
         progress = [entry for result in results for entry in result or ()]
+        # Deletions follow every create of the pass, the entities' included.
+        if self.entities is not None:
+            self.entities.settled()
 
         unclaimed = sorted(set(observed) - claimed)
         if unclaimed and not prune:
@@ -316,6 +337,8 @@ class _Pass:
             )
             return None
         entity_id = self._ids_of(spec.entity_type).get(spec.entity_key)
+        if entity_id is None and self.entities is not None:
+            entity_id = self.entities.created(spec.entity_key)
         if entity_id is None:
             logger.warning(
                 "The %s %r of scaleset %r is not registered in GARM yet; will retry",
@@ -382,6 +405,13 @@ class _Pass:
         self.client.update_scaleset(
             observed.id, update_params(observed, spec, desired_extra, template_id)
         )
+
+
+def _entity_done(entities: EntityStep | None) -> Callable[[ScalesetSpec], object] | None:
+    """A spec's object starts once this pass's object of its entity is done."""
+    if entities is None:
+        return None
+    return lambda spec: entities.created(spec.entity_key)
 
 
 def _observe(listing: Iterable[ScaleSet]) -> dict[str, ScaleSet]:
