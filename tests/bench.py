@@ -19,7 +19,8 @@ Juju), counted on ``ops.testing``'s model backend by the charm driver.
 
 ``--garm emulator|real|both`` picks the backends; ``--sizes`` the values of N. The command exits
 non-zero when any converged hook (every repeat, not only the first) wrote to GARM anything but
-the login, or wrote to Juju (``relation-set``, ``secret-set``, ``secret-add``), on any backend.
+the login, or wrote to Juju (``relation-set``, ``secret-set``, ``secret-add``), on any backend,
+or when real GARM exited on its own (a crash; the harness starts it again as Pebble would).
 After the table it lists, per backend, the GARM calls and hook tools whose count per converged
 hook grows with N.
 """
@@ -52,7 +53,7 @@ from tests.charm_driver import CONFIGURATOR, CharmDriver, Configurator, base_sta
 from tests.conformance.backends import proxied_emulator
 from tests.github_standin import GitHubStandin
 from tests.real_garm.github_apps import register_configured_apps
-from tests.real_garm.harness import SKIP_REASON, RealGarm, garm_binary
+from tests.real_garm.harness import SKIP_REASON, UNEXPECTED_EXITS, RealGarm, garm_binary
 from tests.real_garm.postgres import PostgresServer, postgres_bin
 from tests.real_garm.proxy import LOGIN_PATH, RecordedCall
 from tests.simulate_backends import postgresql_relation
@@ -503,11 +504,21 @@ def main(argv: Sequence[str] | None = None) -> int:
             tools = row.tool_calls
             print(f"\nHook tools per converged hook, {row.backend}, N={row.scalesets}: ", end="")
             print(", ".join(f"{k} {v}" for k, v in tools.most_common()))
+    return failures(rows, real=REAL in backends)
+
+
+def failures(rows: Sequence[Row], *, real: bool) -> int:
+    """Print what failed the run: a converged hook that wrote, a GARM that exited on its own."""
     bad = [r for r in rows if r.faults]
     for row in bad:
         for fault in row.faults:
             print(f"FAILED: {row.backend}, N={row.scalesets}, {fault}", file=sys.stderr)
-    return 1 if bad else 0
+    # A GARM that exited on its own (a crash, restarted as Pebble would) fails the run.
+    for exit_line in UNEXPECTED_EXITS:
+        print(f"FAILED: {exit_line}", file=sys.stderr)
+    if real and not UNEXPECTED_EXITS:
+        print("Real GARM exited on its own: never")
+    return 1 if bad or UNEXPECTED_EXITS else 0
 
 
 if __name__ == "__main__":

@@ -50,7 +50,6 @@ logger = logging.getLogger(__name__)
 ENTITY_KINDS = ("organization", "repository")
 # The steps' words when the pass's budget cuts them (``reconcile.writes``).
 RECONCILE_STEP = "creating or updating scale sets"
-SWEEP_STEP = "deleting scale sets"
 
 
 def _utc_now() -> datetime:
@@ -238,15 +237,8 @@ class _Pass:
             )
             unclaimed = []
 
-        def sweep(name: str, _: list[Notice]) -> None:
-            if self.sweep.delete_orphaned(observed[name]):
-                self.templates.delete(name)
-
-        # Every orphan disabled before any is deleted, GARM given time between (``sweep``).
-        orphans = [observed[name] for name in unclaimed]
-        self.writes.each(SWEEP_STEP, orphans, self._disable, one_at_a_time=True)
-        self.sweep.settle()
-        self.writes.each(SWEEP_STEP, unclaimed, sweep)
+        # One disable at a time; each orphan deleted once GARM settled after its own (``sweep``).
+        self.sweep.run(self.writes, [observed[name] for name in unclaimed], self.templates.delete)
 
         # The raw listing keeps nameless scale sets: they exist and hold on to their provider.
         deleted = self.retirement.deleted_ids | self.sweep.deleted_ids
@@ -260,9 +252,6 @@ class _Pass:
             wanted - observed.keys(),
             frozenset(self.reclaim.unsettled if self.reclaim else ()),
         )
-
-    def _disable(self, scaleset: ScaleSet, _: list[Notice]) -> None:
-        self.sweep.disable(scaleset)
 
     @staticmethod
     def _templates_needed(specs: Iterable[ScalesetSpec], observed: Mapping[str, ScaleSet]) -> bool:

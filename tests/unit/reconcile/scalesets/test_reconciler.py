@@ -1429,11 +1429,12 @@ def test_organisation_looked_up_once_per_pass(
     assert len(names(garm)) == 5
 
 
-def test_orphans_are_all_disabled_then_deleted_after_garm_settled(
+def test_each_orphan_is_deleted_once_garm_settled_after_its_own_disable(
     garm: GarmEmulator, reconciler: ScalesetReconciler, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     # GARM stops a disabled scale set's listener in its own time; a delete that overtakes
-    # that stop crashes GARM (reconcile.scalesets.sweep): deletes wait for the settle.
+    # that stop crashes GARM (reconcile.scalesets.sweep): each delete waits for the settle
+    # after its own disable, while the next disable may run.
     for number in range(5):
         garm.add_scaleset(f"gone-{number}-0000aaaa", org=ORG)
     garm.clear_requests()
@@ -1443,10 +1444,13 @@ def test_orphans_are_all_disabled_then_deleted_after_garm_settled(
 
     reconciler.reconcile([])
 
-    order = [r.method for r in garm.writes() if re.fullmatch(r"/scalesets/\d+", r.path)]
-    assert order == ["PUT"] * 5 + ["DELETE"] * 5
-    assert len(waits) == 1
-    assert 2.5 < waits[0] <= 3.0
+    order = [(r.method, r.path) for r in garm.writes() if re.fullmatch(r"/scalesets/\d+", r.path)]
+    assert sorted(method for method, _ in order) == ["DELETE"] * 5 + ["PUT"] * 5
+    for index, (method, path) in enumerate(order):
+        if method == "DELETE":
+            assert ("PUT", path) in order[:index]
+    assert len(waits) == 5
+    assert all(2.5 < wait <= 3.0 for wait in waits)
     assert names(garm) == set()
 
 
