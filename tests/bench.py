@@ -49,6 +49,7 @@ from ops import testing
 from charm_pass.continuation import CONTINUE_KEY
 from reconcile import Writes
 from reconcile import writes as writes_module
+from reconcile.writes import Background
 from tests.charm_driver import CONFIGURATOR, CharmDriver, Configurator, base_state, configurator
 from tests.conformance.backends import proxied_emulator
 from tests.github_standin import GitHubStandin
@@ -162,8 +163,10 @@ class PoolCpu:
     """The CPU time the pass's write pool spends in its own threads (``reconcile.writes``).
 
     ``time.thread_time()`` of the hook's thread misses the objects the pool runs elsewhere;
-    each of those is timed in the thread that runs it. Objects run in the hook's thread (a
-    step of one object) are already in its time and not counted twice.
+    each of those is timed in the thread that runs it. A step run beside the hook's thread
+    (``Writes.beside``) is timed whole in its own thread. Objects run in the hook's thread or
+    a step's (a step of one object, one at a time) are already in its time and not counted
+    twice.
     """
 
     def __init__(self) -> None:
@@ -173,15 +176,29 @@ class PoolCpu:
     @contextmanager
     def counting(self) -> Iterator[None]:
         original = Writes.each
+        original_step = Background.__init__
         pool = self
+        steps: set[int] = set()
+
+        def step_init(background: Background[Any], run: Any, keys: Any) -> None:
+            def timed_step() -> Any:
+                steps.add(threading.get_ident())
+                started = time.thread_time()
+                try:
+                    return run()
+                finally:
+                    with pool._lock:
+                        pool.seconds += time.thread_time() - started
+
+            original_step(background, timed_step, keys)
 
         def each(
             writes: Writes, step: str, items: Any, task: Any, notices: Any = None, **kw: Any
         ) -> Any:
-            hook_thread = threading.current_thread()
+            caller = threading.current_thread()
 
             def timed(item: Any, found: Any) -> Any:
-                if threading.current_thread() is hook_thread:
+                if threading.current_thread() is caller or threading.get_ident() in steps:
                     return task(item, found)
                 started = time.thread_time()
                 try:
@@ -193,10 +210,12 @@ class PoolCpu:
             return original(writes, step, items, timed, notices, **kw)
 
         Writes.each = each  # type: ignore[method-assign]
+        Background.__init__ = step_init  # type: ignore[method-assign]
         try:
             yield
         finally:
             Writes.each = original  # type: ignore[method-assign]
+            Background.__init__ = original_step  # type: ignore[method-assign]
 
 
 def timed_hook(driver: CharmDriver, event: Any) -> tuple[float, float]:
