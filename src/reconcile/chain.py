@@ -129,8 +129,8 @@ def run_chain(
         agent = sync_agent_tools(client, state.agent_tools, read_tool)
     with spans.start_as_current_span("reconcile.entities"):
         entities = EntityReconciler(client, credentials.listed, writes)
-        # Beside the template and the scale sets: a scale set goes as soon as its entity is done.
-        entity_step = EntityStep(entities, writes).start(
+        # Beside the scale sets, from their start: a scale set goes once its entity is done.
+        entity_step = EntityStep(entities, writes).prepare(
             state.entities,
             missing_credentials=credentials.missing,
             held=held.entities,

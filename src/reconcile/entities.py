@@ -334,8 +334,10 @@ class EntityReconciler:
 class EntityStep:
     """The entity step beside the template and the scale sets (ADR 0015).
 
-    A scale set waits for its own entity's object (:meth:`created`), not for the whole step;
-    the deletions wait for the whole step (:meth:`settled`).
+    The scale-set step starts it once it has read GARM (its reads then come before the
+    entities' writes, the same in every pass); a scale set waits for its own entity's object
+    (:meth:`created`), not for the whole step; the deletions wait for the whole step
+    (:meth:`settled`).
     """
 
     def __init__(self, entities: EntityReconciler, writes: Writes) -> None:
@@ -344,7 +346,7 @@ class EntityStep:
         self._writes = writes
         self._running: Background[EntityKey] | None = None
 
-    def start(
+    def prepare(
         self,
         desired: Sequence[EntitySpec],
         *,
@@ -352,10 +354,10 @@ class EntityStep:
         held: Collection[EntityKey] = (),
         agent_modes: Mapping[EntityKey, bool] | None = None,
     ) -> EntityStep:
-        """Start :meth:`EntityReconciler.ensure` beside the caller (arguments alike).
+        """Ready :meth:`EntityReconciler.ensure` to run beside the caller (arguments alike).
 
         Returns:
-            This step, started.
+            This step; :meth:`start` starts it.
         """
         entities = self._entities
         todo = _plan(desired, missing_credentials, held, agent_modes, entities.notices)
@@ -370,8 +372,12 @@ class EntityStep:
             self._writes.each(ENSURE_STEP, todo, one, entities.notices)
 
         self._running = running = self._writes.beside(step, [spec.key for spec, _ in todo])
-        running.start()
         return self
+
+    def start(self) -> None:
+        """Start the step (once): the scale-set step does, once it has read GARM."""
+        if self._running is not None:
+            self._running.start()
 
     def created(self, key: EntityKey) -> str | None:
         """Wait for this pass's object of the entity ``key``; the id it registered, if any."""
@@ -386,11 +392,10 @@ class EntityStep:
             quiet: drop its failure (the caller is raising another).
 
         Raises:
-            GarmConnectionError: GARM is unreachable (a pass-ending failure of the step).
-            GarmUnauthorizedError: GARM rejected the token.
-            GarmProtocolError: GARM answered in a shape the charm cannot read.
+            GarmApiError: the step's pass-ending failure (``reconcile.containment``).
         """
         if self._running is not None:
+            self._running.start()  # a step the scale-set step never reached still runs
             self._running.join(quiet=quiet)
 
 

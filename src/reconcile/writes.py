@@ -121,8 +121,9 @@ class Background(Generic[_K]):
         self._thread = threading.Thread(target=body, name="garm-step", daemon=True)
 
     def start(self) -> None:
-        """Start the step (once whoever marks its objects can reach it)."""
-        self._thread.start()
+        """Start the step, once (whoever marks its objects must reach it first)."""
+        if self._thread.ident is None:
+            self._thread.start()
 
     def mark(self, key: _K) -> None:
         """Say the object ``key`` is done."""

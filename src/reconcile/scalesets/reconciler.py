@@ -67,6 +67,10 @@ class EntityStep(Protocol):
         """Wait for every entity object of this pass; raise its pass-ending failure."""
         ...
 
+    def start(self) -> None:
+        """Let the entity objects go to GARM (once this pass has read what it needs)."""
+        ...
+
 
 @dataclass(frozen=True)
 class ReconcileResult:
@@ -222,7 +226,7 @@ class _Pass:
             live_name = resolve_target(spec, observed)
             return reclaiming(spec, live_name, attempt, self.reclaim, notices) or []
 
-        ready = _entity_done(self.entities)
+        ready = _entity_done(self.entities)  # and the entity step starts now
         results = self.writes.each(RECONCILE_STEP, specs, one, self.notices, ready=ready)
         progress = [entry for result in results for entry in result or ()]
         # Deletions follow every create of the pass, the entities' included.
@@ -397,9 +401,14 @@ class _Pass:
 
 
 def _entity_done(entities: EntityStep | None) -> Callable[[ScalesetSpec], object] | None:
-    """A spec's object starts once this pass's object of its entity is done."""
+    """Start the entity step; a spec's object starts once its entity's object is done.
+
+    Started only now, after the pass's reads, so that GARM sees them before the entities'
+    writes in every pass (one organisation's calls come in the same order every time).
+    """
     if entities is None:
         return None
+    entities.start()
     return lambda spec: entities.created(spec.entity_key)
 
 

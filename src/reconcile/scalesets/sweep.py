@@ -18,8 +18,8 @@ at a time and the deletes eight at once, in none (three removals of 30); with Gi
 at once, in none either way. So disables go one at a time (the lock, shared with the
 label-change retirement), and an orphan is deleted :data:`DISABLE_SETTLE` after its own disable
 at the soonest (3 s in those measurements; 1 s is still several of GARM's round trips to
-GitHub). A delete goes to GARM while the next orphan's disable runs: measured on real GARM
-without a crash (``docs/reference/reconcile-cost.md``).
+GitHub). A delete goes to GARM while the next orphan's disable runs: GARM did not crash in
+three removals of 100 configurators and one of 500 measured so (2026-12-06).
 """
 
 from __future__ import annotations

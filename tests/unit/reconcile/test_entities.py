@@ -293,11 +293,13 @@ def test_the_entity_step_beside_the_scale_sets_tells_each_entitys_new_id(
 ) -> None:
     writes = Writes(size=2)
     reconciler = EntityReconciler(client, client.list_credentials(), writes)
-    step = EntityStep(reconciler, writes).start(
+    step = EntityStep(reconciler, writes).prepare(
         [org("org-a"), org("org-b"), org("held"), org("no-cred", "missing")],
         held=[org("held").key],
         missing_credentials=["missing"],
     )
+    assert garm.writes() == []  # nothing before the scale-set step starts it
+    step.start()
 
     created = [step.created(org("org-a").key), step.created(org("org-b").key)]
     ids = {o["name"]: o["id"] for o in garm.organizations()}
@@ -308,3 +310,15 @@ def test_the_entity_step_beside_the_scale_sets_tells_each_entitys_new_id(
     step.settled()
     assert sorted(ids) == ["org-a", "org-b"]
     assert [n.text for n in reconciler.notices] == ["waiting for credential missing"]
+
+
+def test_an_entity_step_never_started_runs_when_it_is_waited_for(
+    garm: GarmEmulator, client: GarmClient
+) -> None:
+    # The scale-set step starts it after its reads; when that step fails first (the charmed
+    # template refused), the entities still go to GARM, as when they went first.
+    writes = Writes(size=2)
+    reconciler = EntityReconciler(client, client.list_credentials(), writes)
+    step = EntityStep(reconciler, writes).prepare([org("org-a")])
+    step.settled(quiet=True)
+    assert [o["name"] for o in garm.organizations()] == ["org-a"]

@@ -1480,6 +1480,7 @@ def test_a_scale_set_goes_as_soon_as_its_own_entity_is_done(
     on_repo = make_spec(name="on-repo", entity_type="repository", entity_name=REPO)
     waited: list[EntityKey] = []
     settled: list[bool] = []
+    started: list[bool] = []
 
     class Entities:
         def created(self, key: EntityKey) -> str | None:
@@ -1494,10 +1495,15 @@ def test_a_scale_set_goes_as_soon_as_its_own_entity_is_done(
         def settled(self) -> None:
             settled.append(len(names(garm)) == 2)
 
+        def start(self) -> None:
+            started.append(len(calls(garm, "GET", r"/scalesets")) == 1)
+
     reconciler = ScalesetReconciler(client, writes=Writes(size=2), entities=Entities())
     reconciler.reconcile([on_repo, on_org])
 
     assert {name.split("-")[1] for name in names(garm)} == {"org", "repo"}
     assert on_repo.entity_key in waited
-    # Every create of the pass was done before the deletions' wait.
+    # The entity step started after the pass's reads; every create was done before the
+    # deletions' wait.
+    assert started == [True]
     assert settled == [True]
