@@ -19,7 +19,8 @@ Juju), counted on ``ops.testing``'s model backend by the charm driver.
 
 ``--garm emulator|real|both`` picks the backends; ``--sizes`` the values of N. The command exits
 non-zero when any converged hook (every repeat, not only the first) wrote to GARM anything but
-the login, or wrote to Juju (``relation-set``, ``secret-set``, ``secret-add``), on any backend.
+the login, or wrote to Juju (``relation-set``, ``secret-set``, ``secret-add``), on any backend,
+or when real GARM exited on its own (a crash; the harness starts it again as Pebble would).
 After the table it lists, per backend, the GARM calls and hook tools whose count per converged
 hook grows with N.
 """
@@ -48,11 +49,12 @@ from ops import testing
 from charm_pass.continuation import CONTINUE_KEY
 from reconcile import Writes
 from reconcile import writes as writes_module
+from reconcile.writes import Background
 from tests.charm_driver import CONFIGURATOR, CharmDriver, Configurator, base_state, configurator
 from tests.conformance.backends import proxied_emulator
 from tests.github_standin import GitHubStandin
 from tests.real_garm.github_apps import register_configured_apps
-from tests.real_garm.harness import SKIP_REASON, RealGarm, garm_binary
+from tests.real_garm.harness import SKIP_REASON, UNEXPECTED_EXITS, RealGarm, garm_binary
 from tests.real_garm.postgres import PostgresServer, postgres_bin
 from tests.real_garm.proxy import LOGIN_PATH, RecordedCall
 from tests.simulate_backends import postgresql_relation
@@ -161,8 +163,10 @@ class PoolCpu:
     """The CPU time the pass's write pool spends in its own threads (``reconcile.writes``).
 
     ``time.thread_time()`` of the hook's thread misses the objects the pool runs elsewhere;
-    each of those is timed in the thread that runs it. Objects run in the hook's thread (a
-    step of one object) are already in its time and not counted twice.
+    each of those is timed in the thread that runs it. A step run beside the hook's thread
+    (``Writes.beside``) is timed whole in its own thread. Objects run in the hook's thread or
+    a step's (a step of one object, one at a time) are already in its time and not counted
+    twice.
     """
 
     def __init__(self) -> None:
@@ -172,15 +176,29 @@ class PoolCpu:
     @contextmanager
     def counting(self) -> Iterator[None]:
         original = Writes.each
+        original_step = Background.__init__
         pool = self
+        steps: set[int] = set()
+
+        def step_init(background: Background[Any], run: Any, keys: Any) -> None:
+            def timed_step() -> Any:
+                steps.add(threading.get_ident())
+                started = time.thread_time()
+                try:
+                    return run()
+                finally:
+                    with pool._lock:
+                        pool.seconds += time.thread_time() - started
+
+            original_step(background, timed_step, keys)
 
         def each(
             writes: Writes, step: str, items: Any, task: Any, notices: Any = None, **kw: Any
         ) -> Any:
-            hook_thread = threading.current_thread()
+            caller = threading.current_thread()
 
             def timed(item: Any, found: Any) -> Any:
-                if threading.current_thread() is hook_thread:
+                if threading.current_thread() is caller or threading.get_ident() in steps:
                     return task(item, found)
                 started = time.thread_time()
                 try:
@@ -192,10 +210,12 @@ class PoolCpu:
             return original(writes, step, items, timed, notices, **kw)
 
         Writes.each = each  # type: ignore[method-assign]
+        Background.__init__ = step_init  # type: ignore[method-assign]
         try:
             yield
         finally:
             Writes.each = original  # type: ignore[method-assign]
+            Background.__init__ = original_step  # type: ignore[method-assign]
 
 
 def timed_hook(driver: CharmDriver, event: Any) -> tuple[float, float]:
@@ -503,11 +523,21 @@ def main(argv: Sequence[str] | None = None) -> int:
             tools = row.tool_calls
             print(f"\nHook tools per converged hook, {row.backend}, N={row.scalesets}: ", end="")
             print(", ".join(f"{k} {v}" for k, v in tools.most_common()))
+    return failures(rows, real=REAL in backends)
+
+
+def failures(rows: Sequence[Row], *, real: bool) -> int:
+    """Print what failed the run: a converged hook that wrote, a GARM that exited on its own."""
     bad = [r for r in rows if r.faults]
     for row in bad:
         for fault in row.faults:
             print(f"FAILED: {row.backend}, N={row.scalesets}, {fault}", file=sys.stderr)
-    return 1 if bad else 0
+    # A GARM that exited on its own (a crash, restarted as Pebble would) fails the run.
+    for exit_line in UNEXPECTED_EXITS:
+        print(f"FAILED: {exit_line}", file=sys.stderr)
+    if real and not UNEXPECTED_EXITS:
+        print("Real GARM exited on its own: never")
+    return 1 if bad or UNEXPECTED_EXITS else 0
 
 
 if __name__ == "__main__":

@@ -24,7 +24,7 @@ from reconcile.charmed_template import apply_charmed_template
 from reconcile.controller import Controller, sync_controller
 from reconcile.credentials import CredentialReconciler
 from reconcile.endpoints import EndpointReconciler, endpoint_of
-from reconcile.entities import EntityReconciler
+from reconcile.entities import EntityReconciler, EntityStep
 from reconcile.escalation import escalate
 from reconcile.leftovers import leftover_notices, replaced_controllers
 from reconcile.memory import Memory, RememberedFault
@@ -129,20 +129,26 @@ def run_chain(
         agent = sync_agent_tools(client, state.agent_tools, read_tool)
     with spans.start_as_current_span("reconcile.entities"):
         entities = EntityReconciler(client, credentials.listed, writes)
-        entities.ensure(
+        # Beside the scale sets, from their start: a scale set goes once its entity is done.
+        entity_step = EntityStep(entities, writes).prepare(
             state.entities,
             missing_credentials=credentials.missing,
             held=held.entities,
             agent_modes=agent.wanted(state.scalesets),
         )
-    with spans.start_as_current_span("reconcile.template"):
-        template_id = apply_charmed_template(client, state.debug_ssh)
-    specs = [dataclasses.replace(s, template_id=template_id) for s in state.scalesets]
-    with spans.start_as_current_span("reconcile.scalesets"):
-        reclaim = Reclaim(memory.registered, GitHubDoors(client, state).open)
-        result = ScalesetReconciler(client, writes=writes, reclaim=reclaim).reconcile(
-            specs, prune=state.prune, held=held.scalesets, held_apps=held.apps
-        )
+    try:
+        with spans.start_as_current_span("reconcile.template"):
+            template_id = apply_charmed_template(client, state.debug_ssh)
+        specs = [dataclasses.replace(s, template_id=template_id) for s in state.scalesets]
+        with spans.start_as_current_span("reconcile.scalesets"):
+            reclaim = Reclaim(memory.registered, GitHubDoors(client, state).open)
+            result = ScalesetReconciler(
+                client, writes=writes, reclaim=reclaim, entities=entity_step
+            ).reconcile(specs, prune=state.prune, held=held.scalesets, held_apps=held.apps)
+    except BaseException:
+        entity_step.settled(quiet=True)  # the first failure is the pass's
+        raise
+    entity_step.settled()
     lost = _lost(memory.registered, result)
     with spans.start_as_current_span("reconcile.runner_faults"):
         # One listing for every scale set: a runner the cloud refuses shows nowhere else.

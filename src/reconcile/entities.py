@@ -8,6 +8,10 @@ entity is deleted only once the scale-set pass of the same hook has left none th
 it then tells the credential pruning which credentials are still used. Agent mode is set as
 the tool step decided it (``reconcile.agent_tools``), on create or by an update, and left as it
 is while that step holds it.
+
+The entities' writes run beside the scale-set step (:class:`EntityStep`, ADR 0015): GARM
+registers organisations one at a time, so a scale set goes to GARM as soon as its own entity is
+done rather than after every entity.
 """
 
 from __future__ import annotations
@@ -28,7 +32,7 @@ from garm import (
 from reconcile.containment import contain
 from reconcile.credentials import is_managed
 from reconcile.endpoints import endpoint_of
-from reconcile.writes import Writes
+from reconcile.writes import Background, Writes
 from vocabulary.desired_state import EntityKey, EntitySpec, entity_key
 from vocabulary.notices import Notice, Severity
 from vocabulary.security_events import deleted
@@ -108,6 +112,8 @@ class EntityReconciler:
         self._creds_by_id = {c.id: c for c in credentials if c.id is not None}
         self._creds_by_name = {c.name: c for c in credentials if c.name}
         self._observed: dict[EntityKey, _Observed] = {}
+        # The entities this pass registered, by key: what a scale set waiting for one needs.
+        self.created: dict[EntityKey, str] = {}
         for org in client.list_organizations():
             if org.name:
                 key = entity_key(ORGANIZATION, org.name, endpoint_of(org.endpoint))
@@ -144,17 +150,9 @@ class EntityReconciler:
             GarmUnauthorizedError: GARM rejected the token.
             GarmProtocolError: GARM answered in a shape the charm cannot read.
         """
-        todo: list[tuple[EntitySpec, bool | None]] = []
-        for key, spec in _by_key(desired).items():
-            if key in held:
-                continue
-            if spec.credentials_name in missing_credentials:
-                waiting = f"waiting for credential {spec.credentials_name}"
-                self.notices.append(Notice(Severity.WAITING, spec.entity_name, waiting))
-                continue
-            todo.append((spec, None if agent_modes is None else agent_modes.get(key, False)))
+        todo = _plan(desired, missing_credentials, held, agent_modes, self.notices)
         self._writes.each(
-            ENSURE_STEP, todo, lambda item, notices: self._ensure(*item, notices), self.notices
+            ENSURE_STEP, todo, lambda item, notices: self.ensure_one(*item, notices), self.notices
         )
 
     def prune(
@@ -190,7 +188,8 @@ class EntityReconciler:
                 in_use.add(name)
         return in_use
 
-    def _ensure(self, spec: EntitySpec, agent_mode: bool | None, notices: list[Notice]) -> None:
+    def ensure_one(self, spec: EntitySpec, agent_mode: bool | None, notices: list[Notice]) -> None:
+        """Register or re-bind one entity (:meth:`ensure`); its notices go to ``notices``."""
         if spec.entity_type not in (ORGANIZATION, REPOSITORY):
             logger.warning(
                 "Skipping entity %s: unknown entity type %r", spec.entity_name, spec.entity_type
@@ -263,6 +262,8 @@ class EntityReconciler:
                 owner, name, spec.credentials_name, new_webhook_secret(), agent_mode
             )
         logger.info("Registered %s %s (id=%s)", spec.entity_type, spec.entity_name, created.id)
+        if created.id:
+            self.created[spec.key] = created.id
 
     def _update(
         self, live: _Observed, spec: EntitySpec, rebind: bool, agent_mode: bool | None
@@ -328,6 +329,94 @@ class EntityReconciler:
             return False
         deleted(live.entity_type, live.key, live.id)
         return True
+
+
+class EntityStep:
+    """The entity step beside the template and the scale sets (ADR 0015).
+
+    The scale-set step starts it once it has read GARM (its reads then come before the
+    entities' writes, the same in every pass); a scale set waits for its own entity's object
+    (:meth:`created`), not for the whole step; the deletions wait for the whole step
+    (:meth:`settled`).
+    """
+
+    def __init__(self, entities: EntityReconciler, writes: Writes) -> None:
+        """The step of ``entities`` on the pass's ``writes``; :meth:`start` starts it."""
+        self._entities = entities
+        self._writes = writes
+        self._running: Background[EntityKey] | None = None
+
+    def prepare(
+        self,
+        desired: Sequence[EntitySpec],
+        *,
+        missing_credentials: Collection[str] = (),
+        held: Collection[EntityKey] = (),
+        agent_modes: Mapping[EntityKey, bool] | None = None,
+    ) -> EntityStep:
+        """Ready :meth:`EntityReconciler.ensure` to run beside the caller (arguments alike).
+
+        Returns:
+            This step; :meth:`start` starts it.
+        """
+        entities = self._entities
+        todo = _plan(desired, missing_credentials, held, agent_modes, entities.notices)
+
+        def one(item: tuple[EntitySpec, bool | None], notices: list[Notice]) -> None:
+            try:
+                entities.ensure_one(*item, notices)
+            finally:
+                running.mark(item[0].key)
+
+        def step() -> None:
+            self._writes.each(ENSURE_STEP, todo, one, entities.notices)
+
+        self._running = running = self._writes.beside(step, [spec.key for spec, _ in todo])
+        return self
+
+    def start(self) -> None:
+        """Start the step (once): the scale-set step does, once it has read GARM."""
+        if self._running is not None:
+            self._running.start()
+
+    def created(self, key: EntityKey) -> str | None:
+        """Wait for this pass's object of the entity ``key``; the id it registered, if any."""
+        if self._running is not None:
+            self._running.wait(key)
+        return self._entities.created.get(key)
+
+    def settled(self, *, quiet: bool = False) -> None:
+        """Wait for the step.
+
+        Args:
+            quiet: drop its failure (the caller is raising another).
+
+        Raises:
+            GarmApiError: the step's pass-ending failure (``reconcile.containment``).
+        """
+        if self._running is not None:
+            self._running.start()  # a step the scale-set step never reached still runs
+            self._running.join(quiet=quiet)
+
+
+def _plan(
+    desired: Sequence[EntitySpec],
+    missing_credentials: Collection[str],
+    held: Collection[EntityKey],
+    agent_modes: Mapping[EntityKey, bool] | None,
+    notices: list[Notice],
+) -> list[tuple[EntitySpec, bool | None]]:
+    """The entities to write, each with its agent mode (``EntityReconciler.ensure``)."""
+    todo: list[tuple[EntitySpec, bool | None]] = []
+    for key, spec in _by_key(desired).items():
+        if key in held:
+            continue
+        if spec.credentials_name in missing_credentials:
+            waiting = f"waiting for credential {spec.credentials_name}"
+            notices.append(Notice(Severity.WAITING, spec.entity_name, waiting))
+            continue
+        todo.append((spec, None if agent_modes is None else agent_modes.get(key, False)))
+    return todo
 
 
 def _by_key(desired: Sequence[EntitySpec]) -> dict[EntityKey, EntitySpec]:

@@ -183,8 +183,35 @@ def _validator() -> _SchemaValidator:
     # most of a converged hook's CPU with hundreds of configurators.
     schema = dict(load_schema())
     defs = cast(Mapping[str, object], schema.pop("$defs", {}))
-    inlined = cast(Mapping[str, object], inline_refs(schema, defs))
+    inlined = cast(Mapping[str, object], negations_as_patterns(inline_refs(schema, defs)))
     return cast(_SchemaValidator, jsonschema.Draft202012Validator(inlined))
+
+
+def negations_as_patterns(node: object) -> object:
+    r"""``node`` with each string's ``not: {pattern: P}`` checked as one positive pattern.
+
+    jsonschema runs a whole sub-validation for every ``not``; for a node that must be a string,
+    "P matches nowhere" is the pattern ``^(?![\s\S]*(?:P))`` (anchored at the start, the
+    look-ahead scans the whole string), which refuses exactly the same strings. Any other
+    ``not`` is left as it is; where the node has its own ``pattern`` the new one goes into an
+    ``allOf``.
+    """
+    if isinstance(node, list):
+        return [negations_as_patterns(item) for item in cast(list[object], node)]
+    if not isinstance(node, dict):
+        return node
+    own = {k: negations_as_patterns(v) for k, v in cast(dict[str, object], node).items()}
+    negated = own.get("not")
+    if own.get("type") != "string" or not isinstance(negated, dict):
+        return own
+    pattern = cast(dict[str, object], negated).get("pattern")
+    if not isinstance(pattern, str) or len(cast(dict[str, object], negated)) != 1:
+        return own
+    del own["not"]
+    positive = f"^(?![\\s\\S]*(?:{pattern}))"
+    if "pattern" in own:
+        return {**own, "allOf": [{"pattern": positive}]}
+    return {**own, "pattern": positive}
 
 
 def inline_refs(node: object, defs: Mapping[str, object]) -> object:

@@ -25,7 +25,7 @@ import threading
 from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
-from typing import Any
+from typing import Any, Protocol
 
 from garm import (
     CreateScaleSetParams,
@@ -50,11 +50,26 @@ logger = logging.getLogger(__name__)
 ENTITY_KINDS = ("organization", "repository")
 # The steps' words when the pass's budget cuts them (``reconcile.writes``).
 RECONCILE_STEP = "creating or updating scale sets"
-SWEEP_STEP = "deleting scale sets"
 
 
 def _utc_now() -> datetime:
     return datetime.now(UTC)
+
+
+class EntityStep(Protocol):
+    """The entity step running beside this pass (``reconcile.entities``)."""
+
+    def created(self, key: EntityKey) -> str | None:
+        """Wait for the entity's object of this pass; the id it registered, if any."""
+        ...
+
+    def settled(self) -> None:
+        """Wait for every entity object of this pass; raise its pass-ending failure."""
+        ...
+
+    def start(self) -> None:
+        """Let the entity objects go to GARM (once this pass has read what it needs)."""
+        ...
 
 
 @dataclass(frozen=True)
@@ -87,6 +102,7 @@ class ScalesetReconciler:
         clock: Callable[[], datetime] = _utc_now,
         writes: Writes | None = None,
         reclaim: Reclaim | None = None,
+        entities: EntityStep | None = None,
     ) -> None:
         """Create the reconciler.
 
@@ -97,11 +113,14 @@ class ScalesetReconciler:
             writes: the pass's writes (pool and budget); None: one object at a time, no budget.
             reclaim: clears the charm's own stale scale sets from GitHub when GARM's create
                 is refused for one (``reclaim``); None: no GitHub scale set is reclaimed.
+            entities: the entity step still running beside this pass: a spec waits for its
+                entity's object, and the deletions for the whole step; None: it is done.
         """
         self._client = client
         self._clock = clock
         self._writes = writes or Writes(size=1)
         self._reclaim = reclaim
+        self._entities = entities
 
     def reconcile(
         self,
@@ -133,7 +152,7 @@ class ScalesetReconciler:
             GarmProtocolError: GARM answered in a shape the charm cannot read (same).
             GarmApiError: a pass-start listing failed.
         """
-        return _Pass(self._client, self._clock, self._writes, self._reclaim).run(
+        return _Pass(self._client, self._clock, self._writes, self._reclaim, self._entities).run(
             dedupe_specs(desired), prune, held, held_apps
         )
 
@@ -146,6 +165,7 @@ class _Pass:
     clock: Callable[[], datetime]
     writes: Writes
     reclaim: Reclaim | None
+    entities: EntityStep | None
     created: list[ScaleSet] = field(default_factory=list[ScaleSet])
     notices: list[Notice] = field(default_factory=list[Notice])
     _entity_ids: dict[str, dict[EntityKey, str]] = field(
@@ -206,8 +226,12 @@ class _Pass:
             live_name = resolve_target(spec, observed)
             return reclaiming(spec, live_name, attempt, self.reclaim, notices) or []
 
-        results = self.writes.each(RECONCILE_STEP, specs, one, self.notices)
+        ready = _entity_done(self.entities)  # and the entity step starts now
+        results = self.writes.each(RECONCILE_STEP, specs, one, self.notices, ready=ready)
         progress = [entry for result in results for entry in result or ()]
+        # Deletions follow every create of the pass, the entities' included.
+        if self.entities is not None:
+            self.entities.settled()
 
         unclaimed = sorted(set(observed) - claimed)
         if unclaimed and not prune:
@@ -217,15 +241,8 @@ class _Pass:
             )
             unclaimed = []
 
-        def sweep(name: str, _: list[Notice]) -> None:
-            if self.sweep.delete_orphaned(observed[name]):
-                self.templates.delete(name)
-
-        # Every orphan disabled before any is deleted, GARM given time between (``sweep``).
-        orphans = [observed[name] for name in unclaimed]
-        self.writes.each(SWEEP_STEP, orphans, self._disable, one_at_a_time=True)
-        self.sweep.settle()
-        self.writes.each(SWEEP_STEP, unclaimed, sweep)
+        # One disable at a time; each orphan deleted once GARM settled after its own (``sweep``).
+        self.sweep.run(self.writes, [observed[name] for name in unclaimed], self.templates.delete)
 
         # The raw listing keeps nameless scale sets: they exist and hold on to their provider.
         deleted = self.retirement.deleted_ids | self.sweep.deleted_ids
@@ -239,9 +256,6 @@ class _Pass:
             wanted - observed.keys(),
             frozenset(self.reclaim.unsettled if self.reclaim else ()),
         )
-
-    def _disable(self, scaleset: ScaleSet, _: list[Notice]) -> None:
-        self.sweep.disable(scaleset)
 
     @staticmethod
     def _templates_needed(specs: Iterable[ScalesetSpec], observed: Mapping[str, ScaleSet]) -> bool:
@@ -316,6 +330,8 @@ class _Pass:
             )
             return None
         entity_id = self._ids_of(spec.entity_type).get(spec.entity_key)
+        if entity_id is None and self.entities is not None:
+            entity_id = self.entities.created(spec.entity_key)
         if entity_id is None:
             logger.warning(
                 "The %s %r of scaleset %r is not registered in GARM yet; will retry",
@@ -382,6 +398,18 @@ class _Pass:
         self.client.update_scaleset(
             observed.id, update_params(observed, spec, desired_extra, template_id)
         )
+
+
+def _entity_done(entities: EntityStep | None) -> Callable[[ScalesetSpec], object] | None:
+    """Start the entity step; a spec's object starts once its entity's object is done.
+
+    Started only now, after the pass's reads, so that GARM sees them before the entities'
+    writes in every pass (one organisation's calls come in the same order every time).
+    """
+    if entities is None:
+        return None
+    entities.start()
+    return lambda spec: entities.created(spec.entity_key)
 
 
 def _observe(listing: Iterable[ScaleSet]) -> dict[str, ScaleSet]:

@@ -10,7 +10,8 @@ import pytest
 
 from garm import GarmApiError, GarmClient, GarmConnectionError
 from reconcile.credentials import CredentialReconciler
-from reconcile.entities import EntityReconciler
+from reconcile.entities import EntityReconciler, EntityStep
+from reconcile.writes import Writes
 from tests.garm_emulator import GarmEmulator
 from tests.log_secrets import register_secret
 from vocabulary.desired_state import CredentialSpec, EntitySpec
@@ -285,3 +286,39 @@ def test_deletions_converge_in_one_pass_once_the_scaleset_is_gone(
     ]
     assert _entities(garm) == {}
     assert {c["name"] for c in garm.credentials()} == {"operator"}
+
+
+def test_the_entity_step_beside_the_scale_sets_tells_each_entitys_new_id(
+    garm: GarmEmulator, client: GarmClient
+) -> None:
+    writes = Writes(size=2)
+    reconciler = EntityReconciler(client, client.list_credentials(), writes)
+    step = EntityStep(reconciler, writes).prepare(
+        [org("org-a"), org("org-b"), org("held"), org("no-cred", "missing")],
+        held=[org("held").key],
+        missing_credentials=["missing"],
+    )
+    assert garm.writes() == []  # nothing before the scale-set step starts it
+    step.start()
+
+    created = [step.created(org("org-a").key), step.created(org("org-b").key)]
+    ids = {o["name"]: o["id"] for o in garm.organizations()}
+    assert created == [ids["org-a"], ids["org-b"]]
+    # Nothing registered for these, and nothing to wait for.
+    assert step.created(org("held").key) is None
+    assert step.created(org("no-cred").key) is None
+    step.settled()
+    assert sorted(ids) == ["org-a", "org-b"]
+    assert [n.text for n in reconciler.notices] == ["waiting for credential missing"]
+
+
+def test_an_entity_step_never_started_runs_when_it_is_waited_for(
+    garm: GarmEmulator, client: GarmClient
+) -> None:
+    # The scale-set step starts it after its reads; when that step fails first (the charmed
+    # template refused), the entities still go to GARM, as when they went first.
+    writes = Writes(size=2)
+    reconciler = EntityReconciler(client, client.list_credentials(), writes)
+    step = EntityStep(reconciler, writes).prepare([org("org-a")])
+    step.settled(quiet=True)
+    assert [o["name"] for o in garm.organizations()] == ["org-a"]

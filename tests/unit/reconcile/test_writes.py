@@ -130,3 +130,80 @@ def test_a_step_garm_cannot_take_at_once_runs_one_object_after_another() -> None
 
     assert Writes(size=8).each("step", list(range(6)), task, one_at_a_time=True) == list(range(6))
     assert peak == 1
+
+
+def test_a_step_beside_another_shares_the_pass_slots() -> None:
+    # The entity step runs beside the scale sets (ADR 0015): both together keep the bound.
+    running = 0
+    peak = 0
+    lock = threading.Lock()
+
+    def task(item: int, _: list[Notice]) -> int:
+        nonlocal running, peak
+        with lock:
+            running += 1
+            peak = max(peak, running)
+        time.sleep(0.005)
+        with lock:
+            running -= 1
+        return item
+
+    writes = Writes(size=2)
+    beside = writes.beside(lambda: writes.each("first", list(range(8)), task), [])
+    beside.start()
+    assert writes.each("second", list(range(8)), task) == list(range(8))
+    beside.join()
+    assert 1 <= peak <= 2
+
+
+def test_an_object_waiting_for_another_steps_object_holds_no_slot() -> None:
+    # One slot: had the waiting object taken it, the object it waits for could never start.
+    writes = Writes(size=1)
+    order: list[str] = []
+    registered = threading.Event()
+
+    def register(item: str, _: list[Notice]) -> None:
+        order.append(item)
+        registered.set()
+
+    entities = writes.beside(lambda: writes.each("entities", ["org"], register), ["org"])
+
+    def ready(_: str) -> None:
+        entities.start()  # only now does the entity ask for the slot
+        assert registered.wait(5)
+
+    writes.each("scale sets", ["set"], lambda item, _: order.append(item), ready=ready)
+    entities.join()
+    assert order == ["org", "set"]
+
+
+def test_objects_the_budget_left_are_done_once_their_step_ends() -> None:
+    now = [0.0]
+    writes = Writes(size=1, budget=1.0, clock=lambda: now[0])
+
+    def task(_item: str, _: list[Notice]) -> None:
+        now[0] = 5.0  # the budget is spent by the first object
+
+    step = writes.beside(lambda: writes.each("entities", ["a", "b"], task), ["a", "b"])
+    step.start()
+    step.wait("b")  # never started, and still no wait beyond the step's end
+    step.wait("not-an-object")
+    step.join()
+    assert writes.unfinished == [Unfinished("entities", 1, 2)]
+
+
+def test_a_pass_ending_failure_beside_stops_the_other_step_and_is_raised_by_join() -> None:
+    writes = Writes(size=2)
+
+    def down(_item: int, _: list[Notice]) -> None:
+        raise GarmConnectionError("GARM is unreachable")
+
+    step = writes.beside(lambda: writes.each("entities", [1], down), [1])
+    step.start()
+    step.wait(1)
+    started: list[int] = []
+    writes.each("scale sets", [1, 2], lambda item, _: started.append(item))
+    assert started == []
+    step.join(quiet=True)
+    with pytest.raises(GarmApiError, match="unreachable"):
+        step.join()

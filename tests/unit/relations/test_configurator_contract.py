@@ -14,6 +14,7 @@ from relations.configurator_contract import (
     has_contract_data,
     inline_refs,
     load_schema,
+    negations_as_patterns,
     provider_name_for_unit,
     schema_failures,
     unpublished_relation_ids,
@@ -160,6 +161,11 @@ INLINE_CASES = [
     {"github_private_key_secret_uri": "secret:a\nb", "org": ""},
     {"openstack_password_secret_uri": "secret:x y", "unknown-key": "v"},
     {"max_runner": ["not", "a", "string"]},
+    # Single lines, checked as one positive pattern instead of a negation (negations_as_patterns).
+    {"name": "trailing\n", "org": "\n", "image": "\r", "flavor": "a\r\nb", "labels": ""},
+    {"name": "x\u2028y", "org": "tab\there", "image": "\\n", "flavor": "end\r"},
+    {"github_private_key_secret_uri": "secret:k\n", "openstack_password_secret_uri": "\nsecret:k"},
+    {"name": 7, "org": None, "image": {"not": "a string"}, "flavor": True},
 ]
 
 
@@ -183,3 +189,27 @@ def test_inlining_keeps_a_reference_whose_keywords_collide_as_all_of() -> None:
         "allOf": [{"type": "string", "pattern": "^a"}],
     }
     assert inline_refs({"$ref": "#/$defs/line"}, defs) == {"type": "string", "pattern": "^a"}
+
+
+def test_a_strings_negated_pattern_becomes_one_positive_pattern() -> None:
+    node = {
+        "properties": {
+            "a": {"type": "string", "not": {"pattern": "[\\r\\n]"}},
+            "b": {"type": "string", "pattern": "^x", "not": {"pattern": "y"}},
+            "c": {"not": {"pattern": "y"}},
+            "d": {"type": "string", "not": {"pattern": "y", "minLength": 2}},
+        }
+    }
+    assert negations_as_patterns(node) == {
+        "properties": {
+            "a": {"type": "string", "pattern": "^(?![\\s\\S]*(?:[\\r\\n]))"},
+            "b": {
+                "type": "string",
+                "pattern": "^x",
+                "allOf": [{"pattern": "^(?![\\s\\S]*(?:y))"}],
+            },
+            # Not known to be a string, or more than a pattern negated: left as it is.
+            "c": {"not": {"pattern": "y"}},
+            "d": {"type": "string", "not": {"pattern": "y", "minLength": 2}},
+        }
+    }

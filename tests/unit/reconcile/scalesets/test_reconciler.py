@@ -7,6 +7,7 @@ import hashlib
 import json
 import logging
 import re
+import time
 from collections.abc import Iterator
 from dataclasses import replace
 from datetime import UTC, datetime, timedelta
@@ -37,6 +38,7 @@ from reconcile.scalesets.reconciler import ScalesetReconciler
 from reconcile.scalesets.retirement import DRAIN_DEADLINE, Handover, Phase, ScalesetProgress
 from reconcile.scalesets.runners import MAX_JOB_RUNTIME
 from reconcile.scalesets.table import format_scaleset_table, scaleset_status_rows
+from reconcile.writes import Writes
 from tests.garm_emulator import (
     CONSOLIDATION_INTERVAL,
     SYSTEM_TEMPLATE_BODY,
@@ -46,7 +48,7 @@ from tests.garm_emulator import (
 from tests.garm_emulator.state import ScaleSetRow
 from tests.rsa_keys import pkcs1_pem
 from tests.unit.conftest import ADMIN_PASSWORD, ADMIN_USERNAME, EMULATOR_PROVIDERS
-from vocabulary.desired_state import ScalesetSpec
+from vocabulary.desired_state import EntityKey, ScalesetSpec
 from vocabulary.notices import summarise
 from vocabulary.runner_options import RunnerConfig
 from vocabulary.runner_template import build_template_data
@@ -1429,11 +1431,12 @@ def test_organisation_looked_up_once_per_pass(
     assert len(names(garm)) == 5
 
 
-def test_orphans_are_all_disabled_then_deleted_after_garm_settled(
+def test_each_orphan_is_deleted_once_garm_settled_after_its_own_disable(
     garm: GarmEmulator, reconciler: ScalesetReconciler, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     # GARM stops a disabled scale set's listener in its own time; a delete that overtakes
-    # that stop crashes GARM (reconcile.scalesets.sweep): deletes wait for the settle.
+    # that stop crashes GARM (reconcile.scalesets.sweep): each delete waits for the settle
+    # after its own disable, while the next disable may run.
     for number in range(5):
         garm.add_scaleset(f"gone-{number}-0000aaaa", org=ORG)
     garm.clear_requests()
@@ -1443,10 +1446,13 @@ def test_orphans_are_all_disabled_then_deleted_after_garm_settled(
 
     reconciler.reconcile([])
 
-    order = [r.method for r in garm.writes() if re.fullmatch(r"/scalesets/\d+", r.path)]
-    assert order == ["PUT"] * 5 + ["DELETE"] * 5
-    assert len(waits) == 1
-    assert 2.5 < waits[0] <= 3.0
+    order = [(r.method, r.path) for r in garm.writes() if re.fullmatch(r"/scalesets/\d+", r.path)]
+    assert sorted(method for method, _ in order) == ["DELETE"] * 5 + ["PUT"] * 5
+    for index, (method, path) in enumerate(order):
+        if method == "DELETE":
+            assert ("PUT", path) in order[:index]
+    assert len(waits) == 5
+    assert all(2.5 < wait <= 3.0 for wait in waits)
     assert names(garm) == set()
 
 
@@ -1462,3 +1468,42 @@ def test_no_settle_when_every_orphan_was_disabled_before(
 
     assert waits == []
     assert names(garm) == set()
+
+
+def test_a_scale_set_goes_as_soon_as_its_own_entity_is_done(
+    garm: GarmEmulator, client: GarmClient
+) -> None:
+    # The entity step runs beside the scale sets (ADR 0015): a scale set waits for its own
+    # entity's object only. The repository's object here is done only once the organisation's
+    # scale set exists; waiting for every entity first would never get there.
+    on_org = make_spec(name="on-org")
+    on_repo = make_spec(name="on-repo", entity_type="repository", entity_name=REPO)
+    waited: list[EntityKey] = []
+    settled: list[bool] = []
+    started: list[bool] = []
+
+    class Entities:
+        def created(self, key: EntityKey) -> str | None:
+            waited.append(key)
+            if key == on_repo.entity_key:
+                deadline = time.monotonic() + 5
+                while not any(name.startswith("on-org-") for name in names(garm)):
+                    assert time.monotonic() < deadline, "the organisation's scale set waited"
+                    time.sleep(0.005)
+            return None
+
+        def settled(self) -> None:
+            settled.append(len(names(garm)) == 2)
+
+        def start(self) -> None:
+            started.append(len(calls(garm, "GET", r"/scalesets")) == 1)
+
+    reconciler = ScalesetReconciler(client, writes=Writes(size=2), entities=Entities())
+    reconciler.reconcile([on_repo, on_org])
+
+    assert {name.split("-")[1] for name in names(garm)} == {"org", "repo"}
+    assert on_repo.entity_key in waited
+    # The entity step started after the pass's reads; every create was done before the
+    # deletions' wait.
+    assert started == [True]
+    assert settled == [True]
