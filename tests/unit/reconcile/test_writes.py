@@ -15,6 +15,24 @@ from vocabulary.notices import Notice, Severity
 LABEL: contextvars.ContextVar[str] = contextvars.ContextVar("label", default="")
 
 
+class Overlap:
+    """A task that records the most objects running at once (``peak``)."""
+
+    def __init__(self) -> None:
+        self.running = 0
+        self.peak = 0
+        self._lock = threading.Lock()
+
+    def task(self, item: int, _: list[Notice]) -> int:
+        with self._lock:
+            self.running += 1
+            self.peak = max(self.peak, self.running)
+        time.sleep(0.005)
+        with self._lock:
+            self.running -= 1
+        return item
+
+
 def test_objects_overlap_up_to_the_pool_size_and_no_further() -> None:
     running = 0
     peak = 0
@@ -114,46 +132,24 @@ def test_each_object_runs_in_the_callers_context() -> None:
 
 
 def test_a_step_garm_cannot_take_at_once_runs_one_object_after_another() -> None:
-    running = 0
-    peak = 0
-    lock = threading.Lock()
-
-    def task(item: int, _: list[Notice]) -> int:
-        nonlocal running, peak
-        with lock:
-            running += 1
-            peak = max(peak, running)
-        time.sleep(0.005)
-        with lock:
-            running -= 1
-        return item
+    overlap = Overlap()
+    task = overlap.task
 
     assert Writes(size=8).each("step", list(range(6)), task, one_at_a_time=True) == list(range(6))
-    assert peak == 1
+    assert overlap.peak == 1
 
 
 def test_a_step_beside_another_shares_the_pass_slots() -> None:
     # The entity step runs beside the scale sets (ADR 0015): both together keep the bound.
-    running = 0
-    peak = 0
-    lock = threading.Lock()
-
-    def task(item: int, _: list[Notice]) -> int:
-        nonlocal running, peak
-        with lock:
-            running += 1
-            peak = max(peak, running)
-        time.sleep(0.005)
-        with lock:
-            running -= 1
-        return item
+    overlap = Overlap()
+    task = overlap.task
 
     writes = Writes(size=2)
     beside = writes.beside(lambda: writes.each("first", list(range(8)), task), [])
     beside.start()
     assert writes.each("second", list(range(8)), task) == list(range(8))
     beside.join()
-    assert 1 <= peak <= 2
+    assert 1 <= overlap.peak <= 2
 
 
 def test_an_object_waiting_for_another_steps_object_holds_no_slot() -> None:
