@@ -18,7 +18,6 @@ configurator and the relation key at fault, never the value, and the others go o
 
 from __future__ import annotations
 
-import hashlib
 import logging
 from collections.abc import Collection, Mapping, Sequence
 
@@ -35,7 +34,12 @@ from garm import (
 from reconcile.containment import contain
 from reconcile.endpoints import endpoint_of
 from reconcile.writes import Writes
-from vocabulary.desired_state import KEY_UNREADABLE, MANAGED_CREDENTIAL_DESCRIPTION, CredentialSpec
+from vocabulary.desired_state import (
+    KEY_UNREADABLE,
+    MANAGED_CREDENTIAL_DESCRIPTION,
+    CredentialSpec,
+    app_fingerprint,
+)
 from vocabulary.notices import Notice, Severity
 from vocabulary.security_events import deleted
 
@@ -352,7 +356,4 @@ def _is_earlier_fingerprint(spec: CredentialSpec, recorded: str) -> bool:
     one read of the key, once per credential: the caller then records today's fingerprint.
     """
     pem = spec.key.pem()
-    if pem is None:
-        return False
-    material = f"{spec.app_id}\n{spec.installation_id}\n{pem}"
-    return hashlib.sha256(material.encode("utf-8", "replace")).hexdigest() == recorded
+    return pem is not None and app_fingerprint(spec.app_id, spec.installation_id, pem) == recorded

@@ -32,6 +32,13 @@ MANAGED_CREDENTIAL_DESCRIPTION = "Managed by garm"
 SecretReader = Callable[[str], str | None]
 
 
+def app_fingerprint(app_id: int, installation_id: int, key: str) -> str:
+    """SHA-256 of an App's ids and its key (as ``key`` gives it: its digest, or its text)."""
+    return hashlib.sha256(
+        f"{app_id}\n{installation_id}\n{key}".encode("utf-8", "replace")
+    ).hexdigest()
+
+
 def pem_digest(pem: str) -> str:
     """The SHA-256 of a GitHub App key's text: tells a changed key apart without keeping it.
 
@@ -152,8 +159,7 @@ class CredentialSpec:
     @property
     def fingerprint(self) -> str:
         """A digest of the App ids and key: tells a rotated key apart without keeping it."""
-        material = f"{self.app_id}\n{self.installation_id}\n{self.key.digest}"
-        return hashlib.sha256(material.encode("utf-8", "replace")).hexdigest()
+        return app_fingerprint(self.app_id, self.installation_id, self.key.digest)
 
     @property
     def key_digest(self) -> str:
