@@ -723,7 +723,7 @@ def _real_backend(
             if front is not None:
                 description += (
                     f", later {front.base_url} (a TLS front); the image's amd64 garm-agent is "
-                    "the garm-agent stand-in"
+                    "the one the garm-agent line names"
                 )
             yield Backend(
                 story_garm, CharmDriver(real, state, ready_timeout=ready_timeout), description

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import hashlib
 import logging
-import re
 from collections.abc import Iterable, Sequence
 
 from vocabulary.desired_state import ScalesetSpec
@@ -40,14 +39,6 @@ def target_scaleset_name(logical: str, labels: Sequence[str]) -> str:
     return f"{name_base(logical)}-{digest}"
 
 
-def family_pattern(logical: str) -> re.Pattern[str]:
-    """Return the pattern matching every live generation name of a logical scale set.
-
-    Only hash-suffixed names match; the bare logical name (a pre-hash scale set) does not.
-    """
-    return re.compile(rf"^{re.escape(name_base(logical))}-[0-9a-f]{{{LABEL_HASH_LENGTH}}}$")
-
-
 def dedupe_specs(specs: Iterable[ScalesetSpec], warn: bool = True) -> list[ScalesetSpec]:
     """Keep the first spec of each logical name, in order.
 
@@ -70,18 +61,41 @@ def dedupe_specs(specs: Iterable[ScalesetSpec], warn: bool = True) -> list[Scale
     return list(kept.values())
 
 
-def family_names(logical: str, target: str, names: Iterable[str]) -> list[str]:
-    """Return the target name and every live name of the logical scale set's generations."""
-    pattern = family_pattern(logical)
-    return sorted({name for name in names if pattern.match(name)} | {target})
+class Generations:
+    """The hash-suffixed live names GARM holds, by the name base they were made from.
+
+    A generation of a logical scale set is named ``<name_base(logical)>-<label hash>``; the
+    bare logical name (a pre-hash scale set) is no generation. Built once a pass, so finding
+    one logical scale set's generations does not scan every live name.
+    """
+
+    def __init__(self, names: Iterable[str]) -> None:
+        """Index ``names`` (GARM's live scale-set names)."""
+        self._by_base: dict[str, list[str]] = {}
+        for name in names:
+            base, dash, digest = name.rpartition("-")
+            if dash and _is_label_hash(digest):
+                self._by_base.setdefault(base, []).append(name)
+
+    def of(self, logical: str) -> list[str]:
+        """Every live generation name of the logical scale set ``logical``."""
+        return list(self._by_base.get(name_base(logical), ()))
+
+    def family(self, logical: str, target: str) -> list[str]:
+        """The target name and every live generation name of ``logical``, sorted."""
+        return sorted({*self.of(logical), target})
 
 
 def logical_of(live_name: str) -> str:
     """Return the operator-facing part of a live name: without its label hash when it has one."""
     base, dash, digest = live_name.rpartition("-")
-    if dash and len(digest) == LABEL_HASH_LENGTH and all(c in "0123456789abcdef" for c in digest):
+    if dash and _is_label_hash(digest):
         return base
     return live_name
+
+
+def _is_label_hash(text: str) -> bool:
+    return len(text) == LABEL_HASH_LENGTH and all(c in "0123456789abcdef" for c in text)
 
 
 def _sha256_hex(text: str) -> str:

@@ -34,7 +34,7 @@ from garm import (
 )
 from reconcile.endpoints import endpoint_of
 from reconcile.scalesets.custom_templates import CustomTemplates
-from reconcile.scalesets.names import dedupe_specs, family_names, family_pattern
+from reconcile.scalesets.names import Generations, dedupe_specs
 from reconcile.scalesets.params import create_params, needs_update, update_params
 from reconcile.scalesets.placement import placed_as_specified, resolve_target
 from reconcile.scalesets.reclaim import Reclaim, reclaiming
@@ -199,10 +199,11 @@ class _Pass:
             for name, live in observed.items()
             if app_of_provider(live.provider_name or "") in held_apps
         }
+        generations = Generations(observed)
         families = {
             spec.name: [
                 name
-                for name in family_names(spec.name, resolve_target(spec, observed), observed)
+                for name in generations.family(spec.name, resolve_target(spec, observed))
                 if name not in on_held
             ]
             for spec in specs
@@ -211,8 +212,7 @@ class _Pass:
         # held name protects every generation of its pattern.
         claimed = {name for family in families.values() for name in family}
         for logical in held:
-            pattern = family_pattern(logical)
-            claimed |= {name for name in observed if pattern.match(name)}
+            claimed.update(generations.of(logical))
         claimed |= on_held
 
         # Asked once before the objects go out concurrently, so no two ask it.

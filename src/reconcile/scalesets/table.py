@@ -15,7 +15,7 @@ from datetime import UTC, datetime
 from garm import GarmClient, ScaleSet
 from reconcile.memory import RememberedFault
 from reconcile.scalesets.faults import RunnerFault, runner_faults
-from reconcile.scalesets.names import dedupe_specs, family_names
+from reconcile.scalesets.names import Generations, dedupe_specs
 from reconcile.scalesets.placement import resolve_target
 from reconcile.scalesets.retirement import Phase, draining_phase
 from reconcile.scalesets.stall import shortfalls
@@ -144,10 +144,11 @@ def scaleset_status_rows(
         then orphans sorted by live name.
     """
     observed = {s.name: s for s in scalesets if s.name}
+    generations = Generations(observed)
     owner: dict[str, tuple[str, str]] = {}
     for spec in dedupe_specs(desired, warn=False):
         target = resolve_target(spec, observed)
-        for name in family_names(spec.name, target, observed):
+        for name in generations.family(spec.name, target):
             owner.setdefault(name, (spec.name, target))
     claimed: list[StatusRow] = []
     orphans: list[StatusRow] = []

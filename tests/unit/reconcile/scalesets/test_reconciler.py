@@ -28,8 +28,8 @@ from reconcile.scalesets import sweep
 from reconcile.scalesets.names import (
     LABEL_HASH_LENGTH,
     MAX_SCALESET_NAME_LENGTH,
+    Generations,
     dedupe_specs,
-    family_pattern,
     target_scaleset_name,
 )
 from reconcile.scalesets.placement import placed_scaleset_name
@@ -165,8 +165,8 @@ def test_long_names_keep_the_label_hash_and_stay_distinct() -> None:
     assert len(live) == MAX_SCALESET_NAME_LENGTH == 55 + 1 + 8
     assert live == f"{logical[:46]}-{name_digest}-{label_digest}"
     assert target_scaleset_name(sibling, LABELS) != live
-    assert family_pattern(logical).match(live)
-    assert not family_pattern(sibling).match(live)
+    assert Generations([live]).of(logical) == [live]
+    assert Generations([live]).of(sibling) == []
 
 
 def test_name_of_55_characters_is_kept_and_56_is_truncated() -> None:
@@ -179,23 +179,31 @@ def test_name_of_55_characters_is_kept_and_56_is_truncated() -> None:
     assert live != target_scaleset_name(exact, [])
 
 
-def test_family_pattern_matches_only_hash_suffixed_generations() -> None:
-    pattern = family_pattern("my-scaleset")
-    assert pattern.match(LIVE)
-    assert pattern.match(NEW_LIVE)
-    assert not pattern.match("my-scaleset")  # legacy bare name is an orphan
-    assert not pattern.match("my-scaleset-1851535")
-    assert not pattern.match("my-scaleset-ABCDEF12")
-    assert not pattern.match("other-18515357")
-    assert not family_pattern("a.b").match("axb-18515357")
+def test_generations_are_only_the_hash_suffixed_names_of_the_base() -> None:
+    names = [
+        LIVE,
+        NEW_LIVE,
+        "my-scaleset",  # legacy bare name is an orphan
+        "my-scaleset-1851535",
+        "my-scaleset-ABCDEF12",
+        "other-18515357",
+        "axb-18515357",
+    ]
+    generations = Generations(names)
+    assert sorted(generations.of("my-scaleset")) == sorted([LIVE, NEW_LIVE])
+    assert generations.of("a.b") == []
+    assert generations.family("my-scaleset", "my-scaleset-00000000") == sorted(
+        [LIVE, NEW_LIVE, "my-scaleset-00000000"]
+    )
 
 
 def test_sibling_logical_name_never_joins_the_family() -> None:
     sibling = "my-scaleset-1a2b3c4d"
     sibling_live = target_scaleset_name(sibling, LABELS)
     assert sibling_live.startswith("my-scaleset-1a2b3c4d-")
-    assert not family_pattern("my-scaleset").match(sibling_live)
-    assert not family_pattern(sibling).match(LIVE)
+    generations = Generations([LIVE, sibling_live])
+    assert generations.of("my-scaleset") == [LIVE]
+    assert generations.of(sibling) == [sibling_live]
 
 
 def test_dedupe_keeps_first_and_warns_only_when_different(
