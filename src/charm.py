@@ -20,7 +20,7 @@ from charm_pass import actions, continuation, garm_sync, leader_pass, removal
 from charm_pass.outcome import Outcome
 from garm import GARM_API_URL, READY_TIMEOUT
 from reconcile import PASS_BUDGET, POLL_INTERVAL, TEARDOWN_TIMEOUT, Writes
-from records import leadership, secrets_store
+from records import leadership, secrets_store, unit_shown
 from relations import backup_target, cos, database, ingress
 from relations.configurator_contract import CONFIGURATOR_RELATION_NAME
 from relations.debug_ssh import DEBUG_SSH_RELATION_NAME
@@ -86,6 +86,7 @@ class GarmCharm(ops.CharmBase):
         framework.observe(container.pebble_custom_notice, self._on_custom_notice)
         cos.push_security_events(self)
         self.backup = backup_target.offer(self)
+        self.shown = unit_shown.UnitShown(self)
 
     # --- events ------------------------------------------------------------------------------
 
@@ -99,8 +100,7 @@ class GarmCharm(ops.CharmBase):
         self._outcome = self._reconcile()
 
     def _on_secret_changed(self, event: ops.SecretChangedEvent) -> None:
-        # The charm moves to a configurator secret's new revision here, once, and hands its
-        # content to the pass; other hooks read a secret only for content GARM lacks.
+        # The one move to a new revision; other hooks read only what GARM lacks.
         content = event.secret.get_content(refresh=True)
         if event.secret.id and "value" in content:
             self._refreshed[event.secret.id] = content["value"]
@@ -117,8 +117,8 @@ class GarmCharm(ops.CharmBase):
         # Only the leader gets this event; the app shows what the leader's unit shows.
         if self._outcome is not None:
             event.add_status(self._outcome.shown())
-        if self._outcome is not None and self._outcome.units_blocked is not None:
-            event.add_status(self._outcome.units_blocked)
+            if self._outcome.units_blocked is not None:
+                event.add_status(self._outcome.units_blocked)
 
     def _on_get_credentials_action(self, event: ops.ActionEvent) -> None:
         actions.get_credentials(self.model, event)
@@ -168,7 +168,7 @@ class GarmCharm(ops.CharmBase):
         if owned is None:
             return Outcome(ops.WaitingStatus(WAITING_SECRETS))
         if not leader:
-            leadership.stand_by(self.unit, container, "this unit is no longer the leader")
+            leadership.stand_by(self.shown, container, "this unit is no longer the leader")
             blocked = leadership.units_blocked(self.model, self._planned_units)
             return Outcome(blocked or ops.ActiveStatus(STANDBY))
         outcome = self._serve(container, plan, owned)
@@ -182,9 +182,9 @@ class GarmCharm(ops.CharmBase):
         """The leader's part of the pass: run GARM and bring it to the desired state."""
         refused = leadership.claim(self.model)
         if refused is not None:
-            leadership.stand_by(self.unit, container, refused.message)
+            leadership.stand_by(self.shown, container, refused.message)
             return Outcome(refused)
-        leadership.serve(self.unit)
+        leadership.serve(self.shown)
         if not container.exists(pebble_layer.DATA_DIR):
             return Outcome(ops.WaitingStatus(WAITING_STORAGE))
         database.request_database(self)
@@ -212,7 +212,7 @@ class GarmCharm(ops.CharmBase):
             db=db,
             writes=writes,
         )
-        leader_pass.after_sync(self, container, owned, wanted, (publish, trusted), sync)
+        leader_pass.after_sync(self, container, owned, wanted, publish, trusted, sync, self.shown)
         return Outcome(sync.status, wanted.problems(), wanted.blocked())
 
 

@@ -54,6 +54,7 @@ class Sync:
         endpoint_bundles: the CA bundles of the charm's endpoints GARM holds after the pass.
         unfinished: what the pass's budget left for the next pass (``creating scale sets:
             180 of 500``), empty when the pass went through.
+        version: GARM's version as the running GARM reported it; empty when not reached.
     """
 
     status: ops.StatusBase
@@ -61,6 +62,7 @@ class Sync:
     restart_garm: bool = False
     endpoint_bundles: dict[str, str] | None = None
     unfinished: str = ""
+    version: str = ""
 
 
 @dataclasses.dataclass(frozen=True)
@@ -104,15 +106,19 @@ def sync_garm(
             security_events.token_refused(admin.username)
         logger.warning("Reconcile failed (%s): %s; will retry", type(exc).__name__, exc)
         return Sync(ops.WaitingStatus(SYNC_FAILED))
-    if result.version:
-        # Read from the running GARM, never assumed (juju status: workload version).
-        charm.unit.set_workload_version(result.version)
     peer_record.save(charm.model, result.memory)
     notices = [*result.notices, *state.notices]
     # The first step the budget cut is where the pass stopped; the later ones started nothing.
     unfinished = str(result.unfinished[0]) if result.unfinished else ""
     status = chain_status(state.configurator_relation_count, notices, unfinished)
-    return Sync(status, result.live, result.restart_garm, result.endpoint_bundles, unfinished)
+    return Sync(
+        status,
+        result.live,
+        result.restart_garm,
+        result.endpoint_bundles,
+        unfinished,
+        result.version,
+    )
 
 
 def retrust(

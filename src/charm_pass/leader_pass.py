@@ -22,6 +22,7 @@ from charm_pass.charm_state import CharmState, describe_problems
 from reconcile import Memory
 from records import peer_record, provider_record, secrets_store
 from records.configurator_secrets import ConfiguratorSecrets
+from records.unit_shown import UnitShown
 from vocabulary.desired_state import ProviderConfig
 from vocabulary.telemetry import traced
 from workload import agent_image, endpoint_trust, garm_restart, pebble_layer
@@ -118,11 +119,15 @@ def after_sync(
     container: ops.Container,
     owned: secrets_store.OwnedSecrets,
     wanted: Wanted,
-    published: tuple[Publish, dict[str, str]],
+    publish: Publish,
+    trusted: dict[str, str],
     sync: garm_sync.Sync,
+    shown: UnitShown,
 ) -> None:
-    """What follows the GARM part: CA bundles, a stall restart, the next pass, the trim."""
-    publish, trusted = published
+    """After the GARM part: the version, CA bundles, a stall restart, the next pass, the trim."""
+    if sync.version:
+        # Read from the running GARM, never assumed (juju status: workload version).
+        shown.workload_version(sync.version)
     if sync.endpoint_bundles is not None:
         garm_sync.retrust(publish, trusted, wanted.state.endpoints, sync.endpoint_bundles)
     if sync.restart_garm:

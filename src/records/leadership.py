@@ -22,6 +22,7 @@ import logging
 
 import ops
 
+from records.unit_shown import UnitShown
 from relations.database import POSTGRESQL_RELATION
 from vocabulary import security_events
 from workload import pebble_layer
@@ -108,23 +109,23 @@ def claim(model: ops.Model) -> ops.BlockedStatus | None:
     return None
 
 
-def serve(unit: ops.Unit) -> None:
+def serve(shown: UnitShown) -> None:
     """Open GARM's port on the unit that runs GARM."""
-    unit.set_ports(GARM_PORT)
+    shown.ports(GARM_PORT)
 
 
-def stand_by(unit: ops.Unit, container: ops.Container, why: str) -> None:
+def stand_by(shown: UnitShown, container: ops.Container, why: str) -> None:
     """Stop GARM on a unit that must not run it, then close its port and clear its version."""
     stopped = pebble_layer.stand_by(container)
     if stopped is not None:
         security_events.garm_stopped(
             security_events.STANDBY,
-            f"The charm stopped GARM on {unit.name} (Pebble showed it {stopped}): {why}",
+            f"The charm stopped GARM on {shown.unit_name} (Pebble showed it {stopped}): {why}",
         )
-    release(unit)
+    release(shown)
 
 
-def release(unit: ops.Unit) -> None:
+def release(shown: UnitShown) -> None:
     """Close GARM's port and clear the workload version on a unit that does not run GARM."""
-    unit.set_ports()
-    unit.set_workload_version("")
+    shown.ports()
+    shown.workload_version("")

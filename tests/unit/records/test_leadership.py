@@ -275,3 +275,45 @@ def test_version_unknown_while_garm_does_not_answer(garm: GarmEmulator, tmp_path
     assert out.workload_version == ""
     # The port is GARM's on the unit that runs it, whether or not GARM answers yet.
     assert out.opened_ports == {testing.TCPPort(8080)}
+
+
+def juju_status_tools(driver: CharmDriver) -> dict[str, int]:
+    """The port and workload-version hook tools the last hook ran."""
+    names = ("opened_ports", "open_port", "close_port", "application_version_set")
+    return {name: driver.tool_calls[name] for name in names if driver.tool_calls[name]}
+
+
+def test_a_converged_hook_tells_juju_neither_port_nor_version(garm: GarmEmulator, tmp_path: Path):
+    driver = unit(garm, tmp_path / "d0", 0, leader=True, units=1)
+    deploy(driver)
+    out = driver.run(driver.ctx.on.update_status())
+    assert juju_status_tools(driver) == {}
+    assert out.opened_ports == {testing.TCPPort(8080)}
+    assert out.workload_version == "v0.2.1-afda4e76"
+
+
+def test_a_new_pod_tells_juju_port_and_version_again(garm: GarmEmulator, tmp_path: Path):
+    driver = unit(garm, tmp_path / "d0", 0, leader=True, units=1)
+    deploy(driver)
+    # The unit's own charm state goes with the pod; Juju keeps what the unit told it.
+    driver.state = dataclasses.replace(driver.state, stored_states=frozenset())
+    out = driver.run(driver.ctx.on.update_status())
+    assert juju_status_tools(driver) == {"opened_ports": 1, "application_version_set": 1}
+    assert out.opened_ports == {testing.TCPPort(8080)}
+    assert out.workload_version == "v0.2.1-afda4e76"
+
+
+def test_a_leader_again_after_standing_by_shows_port_and_version_again(
+    garm: GarmEmulator, tmp_path: Path
+):
+    driver = unit(garm, tmp_path / "d0", 0, leader=True, units=2, relations={peers(1)})
+    deploy(driver)
+    depose(driver, app_data={"leader": "garm/1", "garm-unit": "garm/0"})
+    out = driver.run(LEADER_SETTINGS_CHANGED)
+    assert (out.opened_ports, out.workload_version) == (frozenset(), "")
+    # garm/1 never started GARM (its peer stamp still names garm/0); leadership comes back.
+    driver.state = dataclasses.replace(driver.state, leader=True, planned_units=1)
+    out = driver.run(driver.ctx.on.leader_elected())
+    assert running(out)
+    assert out.opened_ports == {testing.TCPPort(8080)}
+    assert out.workload_version == "v0.2.1-afda4e76"
