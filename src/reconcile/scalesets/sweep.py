@@ -19,7 +19,10 @@ at once, in none either way. So disables go one at a time (the lock, shared with
 label-change retirement), and an orphan is deleted :data:`DISABLE_SETTLE` after its own disable
 at the soonest (3 s in those measurements; 1 s is still several of GARM's round trips to
 GitHub). A delete goes to GARM while the next orphan's disable runs: GARM did not crash in
-three removals of 100 configurators and one of 500 measured so (2026-12-06).
+three removals of 100 configurators and one of 500 measured so (2026-12-06). It still can when
+a disable meets GARM starting the scale set's worker, which no order of the charm's avoids
+(500 scale sets of one organisation removed within minutes of their creation: the reference's
+"GARM's two limits", limit 3); Pebble restarts GARM and the next pass goes on.
 """
 
 from __future__ import annotations
