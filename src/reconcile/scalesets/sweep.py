@@ -22,7 +22,7 @@ GitHub). A delete goes to GARM while the next orphan's disable runs: GARM did no
 three removals of 100 configurators and one of 500 measured so (2026-12-06). It still can when
 a disable meets GARM starting the scale set's worker, which no order of the charm's avoids
 (500 scale sets of one organisation removed within minutes of their creation: the reference's
-"GARM's two limits", limit 3); Pebble restarts GARM and the next pass goes on.
+"GARM's limits", limit 3); Pebble restarts GARM and the next pass goes on.
 """
 
 from __future__ import annotations
