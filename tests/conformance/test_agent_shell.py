@@ -29,6 +29,7 @@ from garm import GarmClient
 from reconcile.chain import run_chain
 from reconcile.scalesets.names import target_scaleset_name
 from tests.conformance.backends import REAL, wait_for
+from tests.conformance.conftest import SHIPPED_AGENT
 from tests.conformance.test_agent_mode import Reader, desired, spec
 from tests.real_garm.garm_agent import shipped_agent
 from tests.real_garm.harness import SKIP_REASON, RealGarm, garm_binary
@@ -62,10 +63,14 @@ def front(ready_garm: RealGarm, tmp_path: Path) -> Iterator[TlsFront]:
         tls.stop()
 
 
-def agent_tool(reader: Reader) -> AgentTool:
-    """garm-agent (the real one, else its stand-in), shipped as the amd64 binary."""
+def agent_tool(reader: Reader, request: pytest.FixtureRequest) -> AgentTool:
+    """garm-agent (the real one, else its stand-in), shipped as the amd64 binary.
+
+    Which one shipped is one line of the run's summary (``conftest.py``).
+    """
     agent = shipped_agent()
     print(agent.note)
+    request.node.user_properties.append((SHIPPED_AGENT, agent.note))
     content = agent.content
     shipped = AgentTool(
         os_type="linux",
@@ -121,10 +126,10 @@ def reported_idle(garm: RealGarm, scaleset: ScalesetSpec) -> dict[str, Any]:
 
 
 def test_garm_reports_the_shell_the_agent_offers_and_its_runner_idle(
-    client: GarmClient, ready_garm: RealGarm, front: TlsFront
+    client: GarmClient, ready_garm: RealGarm, front: TlsFront, request: pytest.FixtureRequest
 ):
     reader = Reader()
-    tools = AgentTools((agent_tool(reader),))
+    tools = AgentTools((agent_tool(reader, request),))
     plain = runner_spec("plain-shell", enable_shell=True)
 
     # The agent URL GARM was given at bootstrap is plain http: the agent dials ws:// and, as

@@ -484,7 +484,7 @@ class Agent:
             # Go starts the command in the goroutine that follows it: a runner that cannot be
             # started ends as one that exited (offline), and is tried again.
             error = go_os_error("fork/exec", cmdline[0], exc)
-            self.log("ERROR", "failed to start command", error=error)
+            self.log("ERROR", "failed to start command", error=f"failed to start process: {error}")
             self.runner_started(False)
             return
         with self.lock:

@@ -172,6 +172,8 @@ class Garm:
     def __init__(self, drop_first_after: int | None = None) -> None:
         self.messages: list[bytes] = []
         self.connections: list[float] = []
+        # Each connection's messages, in the order it sent them.
+        self.received: list[list[bytes]] = []
         self.drop_first_after = drop_first_after
         self.server: Server = serve(self.handle, "127.0.0.1", 0)
         self.url = f"http://127.0.0.1:{self.server.socket.getsockname()[1]}/agent"
@@ -179,10 +181,13 @@ class Garm:
 
     def handle(self, connection: ServerConnection) -> None:
         self.connections.append(time.monotonic())
+        received: list[bytes] = []
+        self.received.append(received)
         first = len(self.connections) == 1
         for count, message in enumerate(connection, start=1):
             assert isinstance(message, bytes)
             self.messages.append(message)
+            received.append(message)
             if first and count == self.drop_first_after:
                 connection.close()
 
@@ -271,11 +276,38 @@ def test_a_dropped_connection_is_made_again_at_once_with_heartbeat_and_status(
     garm = dropping_garm
     agent = run_agent(agent_command, write_config(tmp_path, garm.url, AGENT_TOKEN, RUNNER))
     try:
-        garm.wait_for("a second connection's messages", lambda: len(garm.messages) >= 4)
+        garm.wait_for(
+            "a second connection's messages",
+            lambda: len(garm.received) >= 2 and len(garm.received[1]) >= 2,
+        )
     finally:
         stop(agent)
     first, second = garm.connections[:2]
     assert second - first < agent_standin.RETRY_SECONDS
-    heartbeat = agent_standin.heartbeat(7, True)
-    assert garm.messages[0] == garm.messages[2] == heartbeat
-    assert garm.messages[3][:9] == bytes([agent_standin.STATUS_MESSAGE]) + (7).to_bytes(8)
+    status = bytes([agent_standin.STATUS_MESSAGE]) + (7).to_bytes(8)
+    for messages in garm.received[:2]:
+        assert messages[0] == agent_standin.heartbeat(7, True)
+        assert messages[1][:9] == status
+
+
+def test_a_runner_that_cannot_start_is_reported_offline(
+    tmp_path: Path, garm: Garm, agent_command: list[str]
+) -> None:
+    missing = str(tmp_path / "nowhere" / "run.sh")
+    config = write_config(tmp_path, garm.url, AGENT_TOKEN, RUNNER, runner_cmdline=[missing])
+    agent = run_agent(agent_command, config)
+    offline = agent_standin.status_message(7, "offline", "Agent update status to: offline")
+    try:
+        garm.wait_for("the runner reported offline", lambda: offline in garm.messages)
+    finally:
+        out = stop(agent)
+    # Go starts the command where it follows it: a start that fails ends as a runner that
+    # exited (offline, tried again), not as GARM's "failed".
+    assert (
+        f'msg="failed to start command" error="failed to start process: fork/exec {missing}: '
+        "no such file or directory"
+    ) in out
+    assert not any(
+        m.startswith(bytes([agent_standin.STATUS_MESSAGE])) and b'"failed"' in m
+        for m in garm.messages
+    )
