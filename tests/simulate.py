@@ -16,7 +16,8 @@ The story ends with agent mode and the shell: the image's garm-agent binaries in
 entity in agent mode, a configurator asking for a shell while GARM's external URL is plain
 ``http`` (Blocked), then an ``https`` ingress. On real GARM the image's amd64 garm-agent is the
 real one where the local part is found (``GARM_AGENT_BIN``), else its stand-in, and the ingress
-a TLS front, so a runner's agent connects and GARM reports its shell; the emulator serves no runner side, and the story says so instead of checking it.
+a TLS front, so a runner's agent connects and GARM reports its shell; the emulator serves no
+runner side, and the story says so instead of checking it.
 """
 
 from __future__ import annotations
