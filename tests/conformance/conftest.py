@@ -45,6 +45,8 @@ ADMIN_USERNAME, ADMIN_PASSWORD = DEFAULT_ADMIN
 register_secret(ADMIN_PASSWORD)
 # The key under which a test's report carries the GARM exits seen during it.
 GARM_EXIT = "garm-exit"
+# The user property naming the garm-agent a test shipped (the real one, else the stand-in).
+SHIPPED_AGENT = "shipped-agent"
 
 Garm = ProxiedEmulator | RealGarm
 
@@ -74,7 +76,19 @@ def _garm_exits_reported(request: pytest.FixtureRequest) -> Iterator[None]:
 
 
 def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
-    """List the GARM exits of the run (from every xdist worker): a test may pass through one."""
+    """Which garm-agent the run shipped, in one line; then the GARM exits of the run.
+
+    Both come from every xdist worker's reports; a test may pass through a GARM exit.
+    """
+    shipped = {
+        value
+        for reports in terminalreporter.stats.values()
+        for report in reports
+        for key, value in getattr(report, "user_properties", ())
+        if key == SHIPPED_AGENT
+    }
+    for line in sorted(shipped):
+        terminalreporter.line(line)
     exits = {
         f"{report.nodeid}: {value}"
         for reports in terminalreporter.stats.values()

@@ -8,8 +8,8 @@ GARM's metadata route and runs it; the agent connects to GARM's agent URL with t
 and heartbeats, runs the runner command (the stand-in cloud's ``run.sh``) and reports its
 runner idle. GARM then shows, on the instance, the last heartbeat, ``capabilities`` (a shell
 where the scale set asked for one, ``enable_shell``, over plain ``http`` too: the agent the
-image pins offers it there, which is why the charm withholds ``enable_shell`` without an
-``https`` URL) and the agent's status messages.
+image pins, ``def3b2b``, offers it there, which is why the charm withholds ``enable_shell``
+without an ``https`` URL) and the agent's status messages.
 
 Real GARM only: the emulator serves none of the runner's side (runner metadata, the metadata
 download route, the ``/agent`` websocket), so no agent can connect to it.
@@ -29,6 +29,7 @@ from garm import GarmClient
 from reconcile.chain import run_chain
 from reconcile.scalesets.names import target_scaleset_name
 from tests.conformance.backends import REAL, wait_for
+from tests.conformance.conftest import SHIPPED_AGENT
 from tests.conformance.test_agent_mode import Reader, desired, spec
 from tests.real_garm.garm_agent import shipped_agent
 from tests.real_garm.harness import SKIP_REASON, RealGarm, garm_binary
@@ -62,10 +63,14 @@ def front(ready_garm: RealGarm, tmp_path: Path) -> Iterator[TlsFront]:
         tls.stop()
 
 
-def agent_tool(reader: Reader) -> AgentTool:
-    """garm-agent (the real one, else its stand-in), shipped as the amd64 binary."""
+def agent_tool(reader: Reader, request: pytest.FixtureRequest) -> AgentTool:
+    """garm-agent (the real one, else its stand-in), shipped as the amd64 binary.
+
+    Which one shipped is one line of the run's summary (``conftest.py``).
+    """
     agent = shipped_agent()
     print(agent.note)
+    request.node.user_properties.append((SHIPPED_AGENT, agent.note))
     content = agent.content
     shipped = AgentTool(
         os_type="linux",
@@ -110,14 +115,21 @@ def reported_idle(garm: RealGarm, scaleset: ScalesetSpec) -> dict[str, Any]:
         said = [m.get("message") for m in runner.get("status_messages") or []]
         return runner if AGENT_IDLE in said else None
 
-    return wait_for(garm, f"the agent of {live} reporting its runner idle", probe)
+    runner = wait_for(garm, f"the agent of {live} reporting its runner idle", probe)
+    # The runner's timeline as GARM recorded it (shown with -s; the how-to's figures).
+    said = {m.get("message"): m.get("created_at") for m in runner.get("status_messages") or []}
+    print(
+        f"{runner['name']}: created {runner.get('created_at')}, agent idle {said[AGENT_IDLE]}, "
+        f"heartbeat {runner.get('heartbeat')}, capabilities {runner.get('capabilities')}"
+    )
+    return runner
 
 
 def test_garm_reports_the_shell_the_agent_offers_and_its_runner_idle(
-    client: GarmClient, ready_garm: RealGarm, front: TlsFront
+    client: GarmClient, ready_garm: RealGarm, front: TlsFront, request: pytest.FixtureRequest
 ):
     reader = Reader()
-    tools = AgentTools((agent_tool(reader),))
+    tools = AgentTools((agent_tool(reader, request),))
     plain = runner_spec("plain-shell", enable_shell=True)
 
     # The agent URL GARM was given at bootstrap is plain http: the agent dials ws:// and, as

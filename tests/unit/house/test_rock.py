@@ -222,6 +222,9 @@ def test_agent_part_is_a_pinned_commit_built_static(rock: dict[str, Any]):
     assert part["source"] == "https://github.com/cloudbase/garm-agent.git"
     assert re.fullmatch(r"[0-9a-f]{40}", str(part["source-commit"]))
     assert "source-tag" not in part and "source-branch" not in part
+    # As GARM's: the version names the short commit it was built from (no tag names it).
+    (version,) = re.findall(r"^AGENT_VERSION=(\S+)$", part["override-build"], flags=re.MULTILINE)
+    assert version.endswith(f"-{str(part['source-commit'])[:7]}")
 
 
 def test_agent_manifest_names_every_arch_at_the_path_the_charm_reads(agent_build: Path):
@@ -242,7 +245,7 @@ def test_agent_binaries_are_static_cross_builds_of_the_pinned_version(
     script = _part(rock, AGENT_PART)["override-build"]
     # One definition of the version: the manifest and the -X flag both come from it.
     (pinned,) = re.findall(r"^AGENT_VERSION=(\S+)$", script, flags=re.MULTILINE)
-    assert re.fullmatch(r"v[0-9]+\.[0-9]+\.[0-9]+(-[0-9A-Za-z.]+)?", pinned)
+    assert re.fullmatch(r"v[0-9]+\.[0-9]+\.[0-9]+(-[0-9A-Za-z.-]+)?", pinned)
     for tool in tools:
         assert tool.version == pinned
         build = json.loads(_installed(agent_build, tool.path).read_text(encoding="utf-8"))
