@@ -150,10 +150,13 @@ class EntityReconciler:
             GarmUnauthorizedError: GARM rejected the token.
             GarmProtocolError: GARM answered in a shape the charm cannot read.
         """
-        todo = _plan(desired, missing_credentials, held, agent_modes, self.notices)
-        self._writes.each(
-            ENSURE_STEP, todo, lambda item, notices: self.ensure_one(*item, notices), self.notices
-        )
+        # The chain's own step, run to its end: one way the entities go to GARM.
+        EntityStep(self, self._writes).prepare(
+            desired,
+            missing_credentials=missing_credentials,
+            held=held,
+            agent_modes=agent_modes,
+        ).settled()
 
     def prune(
         self,
