@@ -150,12 +150,8 @@ class EntityReconciler:
             GarmUnauthorizedError: GARM rejected the token.
             GarmProtocolError: GARM answered in a shape the charm cannot read.
         """
-        # The chain's own step, run to its end: one way the entities go to GARM.
         EntityStep(self, self._writes).prepare(
-            desired,
-            missing_credentials=missing_credentials,
-            held=held,
-            agent_modes=agent_modes,
+            desired, missing_credentials, held, agent_modes
         ).settled()
 
     def prune(
@@ -352,15 +348,13 @@ class EntityStep:
     def prepare(
         self,
         desired: Sequence[EntitySpec],
-        *,
         missing_credentials: Collection[str] = (),
         held: Collection[EntityKey] = (),
         agent_modes: Mapping[EntityKey, bool] | None = None,
     ) -> EntityStep:
-        """Ready :meth:`EntityReconciler.ensure` to run beside the caller (arguments alike).
+        """Ready the writes of ``desired`` (arguments as :meth:`EntityReconciler.ensure`'s).
 
-        Returns:
-            This step; :meth:`start` starts it.
+        Returns this step, which :meth:`start` starts beside the caller.
         """
         entities = self._entities
         todo = _plan(desired, missing_credentials, held, agent_modes, entities.notices)
