@@ -358,17 +358,13 @@ class EntityStep:
         """
         entities = self._entities
         todo = _plan(desired, missing_credentials, held, agent_modes, entities.notices)
-
-        def one(item: tuple[EntitySpec, bool | None], notices: list[Notice]) -> None:
-            try:
-                entities.ensure_one(*item, notices)
-            finally:
-                running.mark(item[0].key)
-
-        def step() -> None:
-            self._writes.each(ENSURE_STEP, todo, one, entities.notices)
-
-        self._running = running = self._writes.beside(step, [spec.key for spec, _ in todo])
+        self._running = self._writes.beside(
+            ENSURE_STEP,
+            todo,
+            lambda item, notices: entities.ensure_one(*item, notices),
+            lambda item: item[0].key,
+            entities.notices,
+        )
         return self
 
     def start(self) -> None:

@@ -195,18 +195,43 @@ class Writes:
         """Whether the budget is spent: no object starts any more this pass."""
         return self._deadline is not None and self._clock() >= self._deadline
 
-    def beside(self, run: Callable[[], object], keys: Iterable[_K]) -> Background[_K]:
-        """A step (``run`` calls :meth:`each`) to run beside the caller, on the pass's slots.
+    def beside(
+        self,
+        step: str,
+        items: Sequence[_T],
+        task: Callable[[_T, list[Notice]], object],
+        key: Callable[[_T], _K],
+        notices: list[Notice] | None = None,
+        *,
+        one_at_a_time: bool = False,
+    ) -> Background[_K]:
+        """The step :meth:`each` would run, to run beside the caller, on the pass's slots.
 
         Args:
-            run: the step.
-            keys: its objects, which a later step's objects may wait for.
+            step: as :meth:`each`'s.
+            items: as :meth:`each`'s.
+            task: as :meth:`each`'s.
+            key: an item's key, by which a later step's objects wait for it
+                (:meth:`Background.wait`): marked done once its task has ended.
+            notices: as :meth:`each`'s.
+            one_at_a_time: as :meth:`each`'s.
 
         Returns:
             The step, not started (:meth:`Background.start`); :meth:`Background.join` raises
             what it raised.
         """
-        return Background(run, keys)
+
+        def marked(item: _T, its_notices: list[Notice]) -> object:
+            try:
+                return task(item, its_notices)
+            finally:
+                background.mark(key(item))
+
+        def run() -> None:
+            self.each(step, items, marked, notices, one_at_a_time=one_at_a_time)
+
+        background = Background(run, [key(item) for item in items])
+        return background
 
     def each(
         self,

@@ -20,9 +20,9 @@ label-change retirement), and an orphan is deleted :data:`DISABLE_SETTLE` after 
 at the soonest (3 s in those measurements; 1 s is still several of GARM's round trips to
 GitHub). A delete goes to GARM while the next orphan's disable runs: GARM did not crash in
 three removals of 100 configurators and one of 500 measured so (2026-12-06). It still can when
-a disable meets GARM starting the scale set's worker, which no order of the charm's avoids
-(500 scale sets of one organisation removed within minutes of their creation: the reference's
-"GARM's limits", limit 3); Pebble restarts GARM and the next pass goes on.
+a disable meets GARM starting the scale set's worker, which no order of the charm's calls tried
+so far avoids (500 scale sets of one organisation removed within minutes of their creation: the
+reference's "GARM's limits", limit 3); Pebble restarts GARM and the next pass goes on.
 """
 
 from __future__ import annotations
@@ -91,12 +91,6 @@ class OrphanSweep:
             GarmApiError: a pass-ending failure (``reconcile.containment``).
         """
 
-        def disable(scaleset: ScaleSet, _: list[Notice]) -> None:
-            try:
-                self.disable(scaleset)
-            finally:
-                disabling.mark(id(scaleset))
-
         def ready(scaleset: ScaleSet) -> None:
             disabling.wait(id(scaleset))
             self.settled(scaleset)
@@ -106,8 +100,7 @@ class OrphanSweep:
                 deleted(scaleset.name or "")
 
         disabling = writes.beside(
-            lambda: writes.each(SWEEP_STEP, orphans, disable, one_at_a_time=True),
-            [id(scaleset) for scaleset in orphans],
+            SWEEP_STEP, orphans, lambda scaleset, _: self.disable(scaleset), id, one_at_a_time=True
         )
         disabling.start()
         try:

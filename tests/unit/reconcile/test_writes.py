@@ -5,12 +5,15 @@ from __future__ import annotations
 import contextvars
 import threading
 import time
+from typing import TypeVar
 
 import pytest
 
 from garm import GarmApiError, GarmConnectionError
 from reconcile.writes import Unfinished, Writes
 from vocabulary.notices import Notice, Severity
+
+_Item = TypeVar("_Item")
 
 LABEL: contextvars.ContextVar[str] = contextvars.ContextVar("label", default="")
 
@@ -139,13 +142,18 @@ def test_a_step_garm_cannot_take_at_once_runs_one_object_after_another() -> None
     assert overlap.peak == 1
 
 
+def itself(item: _Item) -> _Item:
+    """An object's key when the object is its own key."""
+    return item
+
+
 def test_a_step_beside_another_shares_the_pass_slots() -> None:
     # The entity step runs beside the scale sets (ADR 0015): both together keep the bound.
     overlap = Overlap()
     task = overlap.task
 
     writes = Writes(size=2)
-    beside = writes.beside(lambda: writes.each("first", list(range(8)), task), [])
+    beside = writes.beside("first", list(range(8)), task, itself)
     beside.start()
     assert writes.each("second", list(range(8)), task) == list(range(8))
     beside.join()
@@ -162,7 +170,7 @@ def test_an_object_waiting_for_another_steps_object_holds_no_slot() -> None:
         order.append(item)
         registered.set()
 
-    entities = writes.beside(lambda: writes.each("entities", ["org"], register), ["org"])
+    entities = writes.beside("entities", ["org"], register, itself)
 
     def ready(_: str) -> None:
         entities.start()  # only now does the entity ask for the slot
@@ -180,7 +188,7 @@ def test_objects_the_budget_left_are_done_once_their_step_ends() -> None:
     def task(_item: str, _: list[Notice]) -> None:
         now[0] = 5.0  # the budget is spent by the first object
 
-    step = writes.beside(lambda: writes.each("entities", ["a", "b"], task), ["a", "b"])
+    step = writes.beside("entities", ["a", "b"], task, itself)
     step.start()
     step.wait("b")  # never started, and still no wait beyond the step's end
     step.wait("not-an-object")
@@ -194,7 +202,7 @@ def test_a_pass_ending_failure_beside_stops_the_other_step_and_is_raised_by_join
     def down(_item: int, _: list[Notice]) -> None:
         raise GarmConnectionError("GARM is unreachable")
 
-    step = writes.beside(lambda: writes.each("entities", [1], down), [1])
+    step = writes.beside("entities", [1], down, itself)
     step.start()
     step.wait(1)
     started: list[int] = []
@@ -203,3 +211,22 @@ def test_a_pass_ending_failure_beside_stops_the_other_step_and_is_raised_by_join
     step.join(quiet=True)
     with pytest.raises(GarmApiError, match="unreachable"):
         step.join()
+
+
+def test_an_object_beside_is_done_as_soon_as_its_own_task_ended() -> None:
+    writes = Writes(size=2)
+    release = threading.Event()
+
+    def task(item: str, _: list[Notice]) -> None:
+        if item == "b":
+            assert release.wait(5)  # the step goes on after "a"
+
+    step = writes.beside("entities", ["a", "b"], task, itself, one_at_a_time=True)
+    step.start()
+    waited = threading.Thread(target=step.wait, args=("a",))
+    waited.start()
+    waited.join(5)
+    a_done_while_b_ran = not waited.is_alive()
+    release.set()
+    step.join()
+    assert a_done_while_b_ran
