@@ -20,7 +20,7 @@ from charm_pass import actions, continuation, garm_sync, leader_pass, removal
 from charm_pass.outcome import Outcome
 from garm import GARM_API_URL, READY_TIMEOUT
 from reconcile import PASS_BUDGET, POLL_INTERVAL, TEARDOWN_TIMEOUT, Writes
-from records import leadership, secrets_store, unit_shown
+from records import configurator_record, leadership, secrets_store, unit_shown
 from relations import backup_target, cos, database, ingress
 from relations.configurator_contract import CONFIGURATOR_RELATION_NAME
 from relations.debug_ssh import DEBUG_SSH_RELATION_NAME
@@ -29,9 +29,8 @@ from workload import agent_image, pebble_layer
 
 logger = logging.getLogger(__name__)
 
-# httpx and httpcore log every request (about a dozen lines per GARM call); under Juju each line
-# is a juju-log process start, so they are kept to warnings. The charm logs what it changes in
-# GARM itself, and charm tracing has a span for every call.
+# httpx and httpcore log every request; under Juju each line is a juju-log process: warnings
+# only. The charm logs what it changes in GARM, and charm tracing has a span for every call.
 LIBRARY_LOGGERS = ("httpx", "httpcore")
 
 WAITING_PEBBLE = "Waiting for pebble ready"
@@ -67,9 +66,9 @@ class GarmCharm(ops.CharmBase):
         self.tracing = ops.tracing.Tracing(self, cos.TRACING_RELATION)
         # None until a reconcile decides: other hooks add no status; Juju keeps the last one.
         self._outcome: Outcome | None = None
-        # A configurator secret's content this hook refreshed to (secret-changed), by id.
-        self._refreshed: dict[str, str] = {}
+        self._refreshed: dict[str, str] = {}  # secret-changed: the content refreshed to, by id
         self._planned_units = 1
+        self.configurators = configurator_record.ConfiguratorRecord(self)
         on = self.on
         for event in _reconcile_events(on):
             framework.observe(event, self._on_reconcile_event)
@@ -93,15 +92,13 @@ class GarmCharm(ops.CharmBase):
     def _on_reconcile_event(self, _: ops.EventBase) -> None:
         # Asked once a hook: the removal check and the unit-count status both need it.
         self._planned_units = self.app.planned_units()
-        if removal.application_removed(self._planned_units):
-            # GARM keeps its plan and providers until the stop hook has cleaned up (ADR 0006).
+        if removal.application_removed(self._planned_units):  # GARM kept for stop (ADR 0006)
             logger.info("The application is being removed: not reconciling")
             return
         self._outcome = self._reconcile()
 
     def _on_secret_changed(self, event: ops.SecretChangedEvent) -> None:
-        # The one move to a new revision; other hooks read only what GARM lacks.
-        content = event.secret.get_content(refresh=True)
+        content = event.secret.get_content(refresh=True)  # the one move to a new revision
         if event.secret.id and "value" in content:
             self._refreshed[event.secret.id] = content["value"]
         self._on_reconcile_event(event)
@@ -124,7 +121,7 @@ class GarmCharm(ops.CharmBase):
         actions.get_credentials(self.model, event)
 
     def _on_scaleset_status_action(self, event: ops.ActionEvent) -> None:
-        actions.scaleset_status(self, event, self.garm_api_url)
+        actions.scaleset_status(self, event, self.garm_api_url, self.configurators)
 
     def _on_stop(self, _: ops.StopEvent) -> None:
         removal.clean_up(
@@ -191,9 +188,12 @@ class GarmCharm(ops.CharmBase):
         db = database.choose_database(self, pebble_layer.planned_database(plan))
         if db is None:
             return Outcome(ops.WaitingStatus(WAITING_DATABASE))
-        wanted = leader_pass.read_wanted(self, container, plan, owned, self._refreshed)
-        # The budget runs from here: reading the relations grows with the configurators (under
-        # Juju's hook tools at 500 it alone spent a budget started before it; no pass wrote).
+        wanted = leader_pass.read_wanted(
+            self, container, plan, owned, self._refreshed, self.configurators
+        )
+        if isinstance(wanted, ops.StatusBase):
+            return Outcome(wanted)
+        # The budget runs from here, once the desired state is read.
         writes = Writes(budget=self.pass_budget, clock=self.pass_clock)
         publish, trusted, running = leader_pass.publish_workload(
             container, plan, owned, db, wanted

@@ -14,6 +14,7 @@ from charm_pass.charm_state import CharmState
 from garm import GarmApiError
 from reconcile import admin_session, format_runner_faults, format_scaleset_table, read_status
 from records import juju_limits, peer_record, secrets_store
+from records.configurator_record import ConfiguratorRecord
 from vocabulary import security_events
 
 
@@ -37,7 +38,9 @@ def get_credentials(model: ops.Model, event: ops.ActionEvent) -> None:
     security_events.credentials_disclosed(label, admin.username, disclosed=True)
 
 
-def scaleset_status(charm: ops.CharmBase, event: ops.ActionEvent, api_url: str) -> None:
+def scaleset_status(
+    charm: ops.CharmBase, event: ops.ActionEvent, api_url: str, record: ConfiguratorRecord
+) -> None:
     """Answer with the table of live scale set generations, read from GARM on the leader."""
     if not charm.unit.is_leader():
         event.fail("GARM runs on the leader unit only: run this action on the leader.")
@@ -49,7 +52,8 @@ def scaleset_status(charm: ops.CharmBase, event: ops.ActionEvent, api_url: str) 
         return
     memory = peer_record.load(charm.model)
     # The table needs the scale sets' names and placement, never a configurator's secret.
-    state = CharmState.from_charm(charm, memory.incumbents, read_secrets=False)
+    configurators = record.read(rotate=False)
+    state = CharmState.from_charm(charm, configurators, memory.incumbents, read_secrets=False)
     try:
         with admin_session(api_url, admin) as client:
             report = read_status(client, state.scalesets, memory.faults)

@@ -1,7 +1,8 @@
 """The Juju adapter of the desired state: relation data and secrets read once per pass.
 
 Owns ``CharmState.from_charm``, which builds what one pass wants (a ``DesiredState``) from the
-garm-configurator and debug-ssh relations and the configurator secrets (through
+garm-configurator relations as the unit's record holds them (``configurator_record``), the
+debug-ssh relation and the configurator secrets (through
 ``configurator_secrets``, which reads each only when its content is needed; with the garm-agent
 binaries the caller read from the image, and the shell kept off without a TLS ingress), and
 the short status text of its input problems. The parsing itself lives in
@@ -18,9 +19,10 @@ from urllib.parse import urlsplit
 
 import ops
 
+from records.configurator_record import ConfiguratorView
 from records.configurator_secrets import ConfiguratorSecrets
 from relations import ingress
-from relations.configurator_contract import CONFIGURATOR_RELATION_NAME, unpublished_relation_ids
+from relations.configurator_contract import unpublished_relation_ids
 from relations.configurator_parser import parse_configurator_units
 from relations.debug_ssh import DEBUG_SSH_RELATION_NAME, parse_debug_ssh
 from vocabulary.desired_state import (
@@ -55,16 +57,18 @@ class CharmState(DesiredState):
     def from_charm(
         cls,
         charm: ops.CharmBase,
+        configurators: ConfiguratorView,
         incumbents: Incumbents | None = None,
         tools: AgentTools | None = None,
         *,
         read_secrets: bool = True,
         secrets: ConfiguratorSecrets | None = None,
     ) -> CharmState:
-        """Read the configurator, debug-ssh and ingress relations and the secrets, once a pass.
+        """Parse the configurators, read the debug-ssh and ingress relations, once a pass.
 
         Args:
             charm: the charm whose model is read.
+            configurators: the configurator relations, as the unit's record holds them.
             incumbents: who holds which name in GARM (as the last pass saw it).
             tools: the garm-agent binaries the image ships, as read from its manifest.
             read_secrets: False reads no configurator secret, for a reader of names and scale
@@ -75,8 +79,8 @@ class CharmState(DesiredState):
         Returns:
             The parsed state (a ``DesiredState``).
         """
-        relations = sorted(charm.model.relations[CONFIGURATOR_RELATION_NAME], key=lambda r: r.id)
-        units = _relation_units(relations)
+        units = configurators.units
+        relation_ids = configurators.relation_ids
         secrets = secrets or ConfiguratorSecrets(charm.model, digest_key="")
         reader, read_key = (secrets.password, secrets.app_key) if read_secrets else (None, None)
         parsed = parse_configurator_units(units, reader, incumbents, read_key)
@@ -84,7 +88,7 @@ class CharmState(DesiredState):
             charm.model.relations[DEBUG_SSH_RELATION_NAME], key=lambda r: r.id
         )
         debug = parse_debug_ssh(_relation_units(debug_relations))
-        unpublished = unpublished_relation_ids([r.id for r in relations], units)
+        unpublished = unpublished_relation_ids(relation_ids, units)
         external_url = ingress.external_base_url(charm)
         scalesets, withheld = withhold_shell(parsed.scalesets, external_url)
         return cls(
@@ -94,9 +98,9 @@ class CharmState(DesiredState):
             entities=parsed.entities,
             scalesets=scalesets,
             debug_ssh=debug.connections,
-            configurator_relation_count=len(relations),
+            configurator_relation_count=len(relation_ids),
             unpublished_relation_ids=unpublished,
-            unpublished_apps=tuple(r.app.name for r in relations if r.id in unpublished),
+            unpublished_apps=tuple(configurators.apps[rid] for rid in unpublished),
             problems=parsed.problems + debug.problems,
             held=parsed.held,
             prune=not parsed.identity_unknown and not unpublished,

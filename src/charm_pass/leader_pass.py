@@ -21,11 +21,15 @@ from charm_pass import continuation, garm_sync
 from charm_pass.charm_state import CharmState, describe_problems
 from reconcile import Memory
 from records import peer_record, provider_record, secrets_store
+from records.configurator_record import ConfiguratorRecord
 from records.configurator_secrets import ConfiguratorSecrets
 from records.unit_shown import UnitShown
 from vocabulary.desired_state import ProviderConfig
 from vocabulary.telemetry import traced
 from workload import agent_image, endpoint_trust, garm_restart, pebble_layer
+
+# Before GARM is brought to a partial fleet: the record is read a rotation a hook.
+READING_CONFIGURATORS = "reading garm-configurator relations: {read} of {listed}"
 
 # What publishes the workload with a set of CA bundles, against a plan (None: read it again).
 Publish = Callable[[Mapping[str, str], ops.pebble.Plan | None], None]
@@ -68,8 +72,20 @@ def read_wanted(
     plan: ops.pebble.Plan,
     owned: secrets_store.OwnedSecrets,
     refreshed: Mapping[str, str],
-) -> Wanted:
-    """Read what the pass wants, once, and save the provider record before it is published."""
+    relations: ConfiguratorRecord,
+) -> Wanted | ops.StatusBase:
+    """Read what the pass wants, once, and save the provider record before it is published.
+
+    Returns:
+        What is wanted; or, while the unit's record of the configurators is partial (a new
+        pod's first hooks), the status to wait with: the next pass follows at once.
+    """
+    configurators = relations.read()
+    if not configurators.complete:
+        listed = len(configurators.relation_ids)
+        reading = READING_CONFIGURATORS.format(read=listed - configurators.unread, listed=listed)
+        continuation.request(container, reading)
+        return ops.MaintenanceStatus(reading)
     memory = peer_record.load(charm.model)
     tools = agent_image.read_manifest(container)
     stored, record = provider_record.load_record(charm.model, owned.jwt_secret)
@@ -82,7 +98,7 @@ def read_wanted(
         known_passwords=[p.password for p in record],
         refreshed=refreshed,
     )
-    state = CharmState.from_charm(charm, memory.incumbents, tools, secrets=secrets)
+    state = CharmState.from_charm(charm, configurators, memory.incumbents, tools, secrets=secrets)
     secrets.save()
     admitted = provider_record.admit(record, provider_record.merge(record, state.providers))
     # Stored before it is published: whatever this hook does next, GARM never runs with a

@@ -7,6 +7,7 @@ import ops.testing
 import pytest
 
 from charm_pass.charm_state import CharmState, describe_problems
+from records.configurator_record import ConfiguratorRecord
 from tests.unit.configurator_data import (
     FULL,
     PASSWORD,
@@ -55,10 +56,11 @@ class StateProbeCharm(ops.CharmBase):
 
     def __init__(self, framework: ops.Framework) -> None:
         super().__init__(framework)
+        self.record = ConfiguratorRecord(self)
         framework.observe(self.on.update_status, self._on_update_status)
 
     def _on_update_status(self, _: ops.EventBase) -> None:
-        CAPTURED.append(CharmState.from_charm(self))
+        CAPTURED.append(CharmState.from_charm(self, self.record.read()))
 
 
 def run_probe(state: ops.testing.State) -> CharmState:

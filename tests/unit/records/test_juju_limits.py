@@ -309,7 +309,9 @@ def test_a_record_that_grows_reuses_a_continuation_left_behind(tmp_path: Path):
     )
     with GarmEmulator(providers=[]) as garm:
         driver = CharmDriver(garm, state)
-        out = driver.run(driver.ctx.on.install())
+        driver.run(driver.ctx.on.install())
+        driver.continue_passes()  # the unit's record of 200 configurators fills in 10 hooks
+        out = driver.state
     assert recorded_providers(out) == sorted(f"cfg-{n:03d}-0" for n in range(200))
     labels = _labels(out)
     assert labels.count("garm-providers-2") == 1
