@@ -107,7 +107,7 @@ class GarmCharm(ops.CharmBase):
         event.remove_revision()
 
     def _on_collect_unit_status(self, event: ops.CollectStatusEvent) -> None:
-        if self._outcome is not None:
+        if self._outcome is not None and self.shown.status_changed(self._outcome.shown()):
             event.add_status(self._outcome.shown())
 
     def _on_collect_app_status(self, event: ops.CollectStatusEvent) -> None:

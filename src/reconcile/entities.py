@@ -244,13 +244,8 @@ class EntityReconciler:
         return True
 
     def _create(self, spec: EntitySpec, agent_mode: bool) -> None:
-        logger.info(
-            "Registering %s %s with credential %s (agent mode %s)",
-            spec.entity_type,
-            spec.entity_name,
-            spec.credentials_name,
-            "on" if agent_mode else "off",
-        )
+        # One line once GARM answers: under Juju each log line is a juju-log process, and a
+        # refused or failed create is logged where it is contained.
         if spec.entity_type == ORGANIZATION:
             created: Organization | Repository = self._client.create_organization(
                 spec.entity_name, spec.credentials_name, new_webhook_secret(), agent_mode
@@ -260,7 +255,14 @@ class EntityReconciler:
             created = self._client.create_repository(
                 owner, name, spec.credentials_name, new_webhook_secret(), agent_mode
             )
-        logger.info("Registered %s %s (id=%s)", spec.entity_type, spec.entity_name, created.id)
+        logger.info(
+            "Registered %s %s (id=%s) with credential %s (agent mode %s)",
+            spec.entity_type,
+            spec.entity_name,
+            created.id,
+            spec.credentials_name,
+            "on" if agent_mode else "off",
+        )
         if created.id:
             self.created[spec.key] = created.id
 

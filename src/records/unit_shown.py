@@ -1,8 +1,10 @@
-"""What this unit last told Juju about itself: its opened ports and its workload version.
+"""What this unit last told Juju about itself: its opened ports, workload version and status.
 
-Juju keeps both for the unit, and only the unit's own charm changes them; so a pass tells
-Juju only what differs from what this unit last told it, and a converged pass runs neither
-``opened-ports`` nor ``application-version-set`` (docs/reference/reconcile-cost.md). The
+Juju keeps all three for the unit, and only the unit's own charm changes them; so a pass tells
+Juju only what differs from what this unit last told it, and a converged pass runs none of
+``opened-ports``, ``application-version-set`` and the unit's ``status-set``
+(docs/reference/reconcile-cost.md). The application's status is not here: another unit may
+have set it since this one was last the leader. The
 memory is the unit's own charm state (ops' ``StoredState``, beside the charm): it goes with
 the pod, and the next pass then tells Juju again.
 """
@@ -21,7 +23,7 @@ class UnitShown(ops.Object):
         """Read what this unit last told Juju (nothing yet on a new pod)."""
         super().__init__(charm, "unit-shown")
         self._unit = charm.unit
-        self._stored.set_default(ports=None, version=None)
+        self._stored.set_default(ports=None, version=None, status=None)
 
     @property
     def unit_name(self) -> str:
@@ -40,3 +42,11 @@ class UnitShown(ops.Object):
         if self._stored.version != version:
             self._unit.set_workload_version(version)
             self._stored.version = version
+
+    def status_changed(self, status: ops.StatusBase) -> bool:
+        """Whether ``status`` differs from the unit status this unit last set; now it has."""
+        shown = f"{status.name}: {status.message}"
+        if self._stored.status == shown:
+            return False
+        self._stored.status = shown
+        return True

@@ -19,6 +19,5 @@ def write_changed(databag: ops.RelationDataContent, wanted: Mapping[str, str]) -
         databag: our application or unit databag of a relation.
         wanted: the values it should hold; other keys are left as they are.
     """
-    for key, value in wanted.items():
-        if databag.get(key) != value:
-            databag[key] = value
+    # ops writes the keys that change in one relation-set (one hook tool, however many keys).
+    databag.update(wanted)

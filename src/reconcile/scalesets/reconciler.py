@@ -364,12 +364,12 @@ class _Pass:
         return self._entity_ids[kind]
 
     def _create(self, spec: ScalesetSpec, entity_id: str, params: CreateScaleSetParams) -> None:
-        logger.info("Creating scaleset %r for %r", params.name, spec.name)
+        # One line once GARM answers (a failed create is logged where it is contained).
         if spec.entity_type == "organization":
             created = self.client.create_org_scaleset(entity_id, params)
         else:
             created = self.client.create_repo_scaleset(entity_id, params)
-        logger.info("Created scaleset %r (id=%s)", params.name, created.id)
+        logger.info("Created scaleset %r (id=%s) for %r", params.name, created.id, spec.name)
         self.created.append(created)
 
     def _maybe_update(
