@@ -86,10 +86,8 @@ def test_a_change_without_its_event_is_seen_within_a_rotation(garm: GarmEmulator
         assert hooks < math.ceil(count / ROTATION), f"not seen after {hooks} update-status hooks"
         driver.run(driver.ctx.on.update_status())
         hooks += 1
-    assert (
-        record_entries(driver.state)[latest]["units"]["cfg-%02d/0" % (latest - 1)]["max_runner"]
-        == "7"
-    )
+    unit = f"cfg-{latest - 1:02d}/0"
+    assert record_entries(driver.state)[latest]["units"][unit]["max_runner"] == "7"
 
 
 def test_a_new_pods_record_fills_in_without_a_write_to_garm(garm: GarmEmulator, tmp_path: Path):
