@@ -17,7 +17,9 @@ either backend: what GARM saw, login counted apart), and the hook-tool calls the
 (``relation-get``, ``secret-get``, ``juju-log``, ...: each one is a process start under real
 Juju), counted on ``ops.testing``'s model backend by the charm driver.
 
-``--garm emulator|real|both`` picks the backends; ``--sizes`` the values of N. The command exits
+``--garm emulator|real|both`` picks the backends; ``--sizes`` the values of N; ``--grow`` runs
+the fleet-growth scenario instead (:mod:`tests.bench_growth`: no configurator at first, then one
+integrated at a time as Juju does, counting the hooks and their hook tools). The command exits
 non-zero when any converged hook (every repeat, not only the first) wrote to GARM anything but
 the login, or wrote to Juju (``relation-set``, ``secret-set``, ``secret-add``), on any backend,
 or when real GARM exited on its own (a crash; the harness starts it again as Pebble would).
@@ -153,13 +155,20 @@ def as_juju(tools: collections.Counter[str], state: testing.State) -> int:
     relation whose remote units it cannot name the application from: one without units.
     ``ops.testing``'s backend answers and counts each call afresh.
     """
+    return sum(as_juju_calls(tools, state).values())
+
+
+def as_juju_calls(
+    tools: collections.Counter[str], state: testing.State
+) -> collections.Counter[str]:
+    """What :func:`as_juju` counts, by hook tool."""
     unitless = sum(
         1 for r in state.relations if isinstance(r, testing.Relation) and not r.remote_units_data
     )
-    adjusted = dict(tools)
+    adjusted = collections.Counter(tools)
     adjusted["is_leader"] = min(1, tools["is_leader"])
     adjusted["relation_remote_app_name"] = min(unitless, tools["relation_remote_app_name"])
-    return sum(adjusted.values())
+    return +adjusted
 
 
 class PoolCpu:
@@ -403,6 +412,19 @@ def started(backend: str, workdir: Path, latency: float = 0.0) -> Iterator[Any]:
         yield real
 
 
+def prepared(stack: ExitStack, backend: str, setting: Setting) -> set[testing.Relation]:
+    """The write pool of ``setting`` (for the ``stack``'s life); its database relation, if any."""
+    database: set[testing.Relation] = set()
+    if setting.database == POSTGRESQL:
+        bin_dir = postgres_bin()
+        if backend != REAL or bin_dir is None:
+            raise SystemExit("PostgreSQL: real GARM and PostgreSQL's binaries only")
+        database.add(postgresql_relation(stack.enter_context(PostgresServer(bin_dir))))
+    if setting.pool is not None:
+        stack.enter_context(mock.patch.object(writes_module, "POOL_SIZE", setting.pool))
+    return database
+
+
 def bench(backend: str, count: int, repeats: int, setting: Setting | None = None) -> list[Row]:
     """Deploy with ``count`` configurators, converge, measure the hooks, then remove them all."""
     setting = setting or Setting()
@@ -414,14 +436,7 @@ def bench(backend: str, count: int, repeats: int, setting: Setting | None = None
         data = Path(scratch) / "data"
         data.mkdir()
         cfgs = relations(count, shared_org=setting.shared_org)
-        database: set[testing.Relation] = set()
-        if setting.database == POSTGRESQL:
-            bin_dir = postgres_bin()
-            if backend != REAL or bin_dir is None:
-                raise SystemExit("PostgreSQL: real GARM and PostgreSQL's binaries only")
-            database.add(postgresql_relation(stack.enter_context(PostgresServer(bin_dir))))
-        if setting.pool is not None:
-            stack.enter_context(mock.patch.object(writes_module, "POOL_SIZE", setting.pool))
+        database = prepared(stack, backend, setting)
         state = base_state(
             data,
             relations={INGRESS, *database, *(c.relation for c in cfgs)},
@@ -508,8 +523,18 @@ def main(argv: Sequence[str] | None = None) -> int:
         default=REAL_MAX,
         help="largest N run on real GARM (see REAL_MAX: one provider per configurator)",
     )
+    parser.add_argument(
+        "--grow",
+        action="store_true",
+        help="fleet growth: configurators integrated one at a time (tests/bench_growth.py)",
+    )
     args = parser.parse_args(argv)
     backends = [EMULATOR, REAL] if args.garm == "both" else [args.garm]
+    setting = Setting(args.github_latency / 1000, args.pool, args.database, args.shared_org)
+    if args.grow:
+        from tests import bench_growth
+
+        return bench_growth.main(backends, args.sizes, args.repeats, setting, args.real_max)
     rows: list[Row] = []
     for size in args.sizes:
         for backend in backends:
@@ -518,9 +543,6 @@ def main(argv: Sequence[str] | None = None) -> int:
                     f"  real: N={size} skipped (above --real-max {args.real_max})", file=sys.stderr
                 )
                 continue
-            setting = Setting(
-                args.github_latency / 1000, args.pool, args.database, args.shared_org
-            )
             rows.extend(bench(backend, size, args.repeats, setting))
     print(
         f"GitHub stand-in latency: {args.github_latency:g} ms (real GARM only); write pool: "

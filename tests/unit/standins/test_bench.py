@@ -1,13 +1,34 @@
-"""The bench's own parts: the wall GARM spent per kind of write, the fleets, the timed hook."""
+"""The bench's own parts: the wall GARM spent per kind of write, the fleets, the timed hook.
+
+And the fleet-growth scenario (``tests/bench_growth.py``) on the emulator at a tiny N.
+"""
 
 from __future__ import annotations
 
+import collections
+import dataclasses
 import gc
+import itertools
+from pathlib import Path
 from typing import cast
 
-from tests.bench import SHARED_ORG, busy_walls, relations, timed_hook
+import ops
+
+from tests.bench import EMULATOR, SHARED_ORG, Row, busy_walls, relations, timed_hook
+from tests.bench_growth import (
+    CHANGED,
+    CONTINUATION,
+    CREATED,
+    JOINED,
+    RELATION_HOOKS,
+    Growth,
+    Hook,
+    grow,
+    table,
+)
 from tests.charm_driver import CharmDriver
-from tests.real_garm.proxy import RecordedCall
+from tests.conformance.backends import proxied_emulator
+from tests.real_garm.proxy import LOGIN_PATH, RecordedCall
 
 
 def call(method: str, path: str, started: float, finished: float) -> RecordedCall:
@@ -41,3 +62,84 @@ def test_a_timed_hook_leaves_nothing_frozen_out_of_the_collector():
 
     timed_hook(cast(CharmDriver, Driver()), object())
     assert gc.get_freeze_count() == 0
+
+
+def test_fleet_growth_integrates_configurators_one_at_a_time_and_converges(tmp_path: Path):
+    with proxied_emulator() as garm:
+        growth = grow(EMULATOR, garm, tmp_path, 3, repeats=2)
+        # The last converged update-status: GARM heard the login and reads only.
+        heard = {(c.method, c.path) for c in garm.requests if c.method != "GET"}
+        live = [str(s["name"]) for s in garm.scalesets()]
+
+    # Three relation hooks per configurator, in Juju's order, one configurator after the other.
+    assert [(h.kind, h.configurator) for h in growth.hooks(*RELATION_HOOKS)] == [
+        (kind, number) for number in (1, 2, 3) for kind in (CREATED, JOINED, CHANGED)
+    ]
+    assert all(h.tools > 0 for h in growth.grown)
+    assert growth.tools == sum(h.tools for h in growth.grown)
+    # Every configurator's scale set is in GARM, under its live name.
+    for number in range(3):
+        assert [n for n in live if n.startswith(f"cfg-{number}-runners-")], live
+    assert growth.scalesets == sorted(live)
+    # Converged: no write to GARM but the login, none to Juju, in every repeat.
+    assert heard <= {("POST", LOGIN_PATH)}
+    for row in growth.converged:
+        assert row.writes == 0
+        assert row.faults == ()
+        assert row.juju_tools > 0
+    assert isinstance(growth.status, ops.ActiveStatus)
+    assert growth.faults == []
+    assert growth.largest in growth.grown
+    assert f"| {EMULATOR} | 3 | 9 | " in table([growth])[2]
+
+
+def test_fleet_growth_counts_the_continuations_a_cut_pass_asks_for(tmp_path: Path):
+    with proxied_emulator() as garm:
+        # Each pass may write once: a configurator's organisation and scale set take more, so
+        # the pass that integrates it continues through the charm's Pebble notice.
+        growth = grow(EMULATOR, garm, tmp_path, 2, repeats=1, budget_ticks=1)
+
+    continued = growth.hooks(CONTINUATION)
+    assert {h.configurator for h in continued} == {1, 2}
+    # A continuation follows the hook that asked for it, of the same configurator, before that
+    # configurator's next relation hook; the relation hooks stay three per configurator.
+    for before, hook in itertools.pairwise(growth.grown):
+        if hook.kind == CONTINUATION:
+            assert before.configurator == hook.configurator
+    relation_hooks = [(h.kind, h.configurator) for h in growth.hooks(*RELATION_HOOKS)]
+    assert relation_hooks == [(k, n) for n in (1, 2) for k in (CREATED, JOINED, CHANGED)]
+    assert all(h.tools > 0 for h in continued)
+    assert growth.faults == []
+    assert f"| {EMULATOR} | 2 | 6 | {len(continued)} | " in table([growth])[2]
+
+
+def test_fleet_growth_names_what_fails_the_run():
+    converged = Row(
+        EMULATOR,
+        2,
+        "converged",
+        0.0,
+        0.0,
+        1,
+        0,
+        1,
+        collections.Counter[str](),
+        collections.Counter[str](),
+        ("relation_set x1 to Juju",),
+    )
+    hook = Hook(CREATED, 1, collections.Counter({"relation_list": 1}))
+    growth = Growth(
+        EMULATOR,
+        2,
+        [],
+        [hook],
+        [dataclasses.replace(converged, faults=()), converged],
+        1.0,
+        ["cfg-0-runners-1234abcd"],
+        ops.BlockedStatus("GARM refused"),
+    )
+    assert growth.faults == [
+        "converged update-status 2 of 2: relation_set x1 to Juju",
+        "no scale set in GARM for cfg-1-runners",
+        "unit status at the end: BlockedStatus('GARM refused')",
+    ]
