@@ -86,6 +86,7 @@ class GarmCharm(ops.CharmBase):
         cos.push_security_events(self)
         self.backup = backup_target.offer(self)
         self.shown = unit_shown.UnitShown(self)
+        self.pod = ingress.PodAddress(self)
 
     # --- events ------------------------------------------------------------------------------
 
@@ -111,11 +112,9 @@ class GarmCharm(ops.CharmBase):
             event.add_status(self._outcome.shown())
 
     def _on_collect_app_status(self, event: ops.CollectStatusEvent) -> None:
-        # Only the leader gets this event; the app shows what the leader's unit shows.
-        if self._outcome is not None:
-            event.add_status(self._outcome.shown())
-            if self._outcome.units_blocked is not None:
-                event.add_status(self._outcome.units_blocked)
+        # Only the leader gets this event: the unit's status, or the unit count's when blocked.
+        if self._outcome is not None and self.shown.app_status_changed(self._outcome.app_shown()):
+            event.add_status(self._outcome.app_shown())
 
     def _on_get_credentials_action(self, event: ops.ActionEvent) -> None:
         actions.get_credentials(self.model, event)
@@ -153,7 +152,7 @@ class GarmCharm(ops.CharmBase):
         if leader:
             leadership.announce(self.model)
         # Relation data only: every unit publishes its ingress address, leader or not.
-        ingress.publish_ingress_request(self)
+        ingress.publish_ingress_request(self, self.pod)
         cos.publish(self)
         container = self.unit.get_container(pebble_layer.CONTAINER_NAME)
         if not container.can_connect():

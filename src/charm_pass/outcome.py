@@ -43,6 +43,13 @@ class Outcome:
             return ops.BlockedStatus(message)
         return type(self.status)(message)
 
+    def app_shown(self) -> ops.StatusBase:
+        """The application's status: the unit's, unless the unit count blocks and it does not."""
+        shown = self.shown()
+        if self.units_blocked is None or isinstance(shown, (ops.BlockedStatus, ops.ErrorStatus)):
+            return shown
+        return self.units_blocked
+
 
 def chain_status(
     configurator_relations: int, notices: Sequence[Notice], unfinished: str = ""

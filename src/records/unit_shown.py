@@ -2,9 +2,10 @@
 
 Juju keeps all three for the unit, and only the unit's own charm changes them; so a pass tells
 Juju only what differs from what this unit last told it, and a converged pass runs none of
-``opened-ports``, ``application-version-set`` and the unit's ``status-set``
-(docs/reference/reconcile-cost.md). The application's status is not here: another unit may
-have set it since this one was last the leader. The
+``opened-ports``, ``application-version-set`` and ``status-set``
+(docs/reference/reconcile-cost.md). The application's status is the leader's to set: another
+unit may have set it while this one was not the leader, so it is forgotten whenever this unit
+is elected. The
 memory is the unit's own charm state (ops' ``StoredState``, beside the charm): it goes with
 the pod, and the next pass then tells Juju again.
 """
@@ -23,7 +24,11 @@ class UnitShown(ops.Object):
         """Read what this unit last told Juju (nothing yet on a new pod)."""
         super().__init__(charm, "unit-shown")
         self._unit = charm.unit
-        self._stored.set_default(ports=None, version=None, status=None)
+        self._stored.set_default(ports=None, version=None, status=None, app_status=None)
+        charm.framework.observe(charm.on.leader_elected, self._on_leader_elected)
+
+    def _on_leader_elected(self, _: ops.LeaderElectedEvent) -> None:
+        self._stored.app_status = None
 
     @property
     def unit_name(self) -> str:
@@ -45,8 +50,15 @@ class UnitShown(ops.Object):
 
     def status_changed(self, status: ops.StatusBase) -> bool:
         """Whether ``status`` differs from the unit status this unit last set; now it has."""
+        return self._changed("status", status)
+
+    def app_status_changed(self, status: ops.StatusBase) -> bool:
+        """Leader: whether ``status`` differs from the app status it last set; now it has."""
+        return self._changed("app_status", status)
+
+    def _changed(self, field: str, status: ops.StatusBase) -> bool:
         shown = f"{status.name}: {status.message}"
-        if self._stored.status == shown:
+        if getattr(self._stored, field) == shown:
             return False
-        self._stored.status = shown
+        setattr(self._stored, field, shown)
         return True

@@ -19,6 +19,7 @@ from workload.pebble_layer import GARM_PORT
 
 __all__ = [
     "INGRESS_RELATION",
+    "PodAddress",
     "external_base_url",
     "publish_ingress_request",
 ]
@@ -33,7 +34,29 @@ def _unit_host(charm: ops.CharmBase) -> str:
     return f"{unit}.{charm.app.name}-endpoints.{charm.model.name}.svc.cluster.local"
 
 
-def _pod_ip(charm: ops.CharmBase, relation: ops.Relation) -> str | None:
+class PodAddress(ops.Object):
+    """The pod's IP address, read from Juju once a pod (its own ``StoredState``, gone with it).
+
+    A pod keeps its address for its life, and each read is a ``network-get`` (a process under
+    Juju) in every hook with an ingress relation.
+    """
+
+    _stored = ops.StoredState()
+
+    def __init__(self, charm: ops.CharmBase) -> None:
+        """Remember nothing yet on a new pod."""
+        super().__init__(charm, "pod-address")
+        self._charm = charm
+        self._stored.set_default(ip=None)
+
+    def ip(self, relation: ops.Relation) -> str | None:
+        """The pod's IP as ``relation``'s binding gives it; None while the pod starts."""
+        if self._stored.ip is None:
+            self._stored.ip = _binding_ip(self._charm, relation)
+        return cast("str | None", self._stored.ip)
+
+
+def _binding_ip(charm: ops.CharmBase, relation: ops.Relation) -> str | None:
     # Typed as non-optional by ops, yet a binding can be missing while the pod is starting.
     binding = cast("ops.Binding | None", charm.model.get_binding(relation))
     if binding is None:
@@ -46,7 +69,7 @@ def _pod_ip(charm: ops.CharmBase, relation: ops.Relation) -> str | None:
     return str(address) if address is not None else None
 
 
-def publish_ingress_request(charm: ops.CharmBase) -> None:
+def publish_ingress_request(charm: ops.CharmBase, pod: PodAddress) -> None:
     """Publish this application's ingress request on the ``ingress`` relation, if any.
 
     The leader writes the application data (model, name, port, strip-prefix, redirect-https,
@@ -56,6 +79,7 @@ def publish_ingress_request(charm: ops.CharmBase) -> None:
 
     Args:
         charm: the charm whose relation data is written.
+        pod: the pod's address, as this pod read it.
     """
     relation = charm.model.get_relation(INGRESS_RELATION)
     if relation is None:
@@ -74,7 +98,7 @@ def publish_ingress_request(charm: ops.CharmBase) -> None:
         )
     write_changed(
         relation.data[charm.unit],
-        {"host": json.dumps(_unit_host(charm)), "ip": json.dumps(_pod_ip(charm, relation))},
+        {"host": json.dumps(_unit_host(charm)), "ip": json.dumps(pod.ip(relation))},
     )
 
 

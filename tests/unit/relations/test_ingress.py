@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from typing import Any
 
@@ -9,7 +10,12 @@ import ops
 import pytest
 from ops import testing
 
-from relations.ingress import INGRESS_RELATION, external_base_url, publish_ingress_request
+from relations.ingress import (
+    INGRESS_RELATION,
+    PodAddress,
+    external_base_url,
+    publish_ingress_request,
+)
 
 META: dict[str, Any] = {
     "name": "garm",
@@ -27,12 +33,13 @@ RESULTS: list[str] = []
 class IngressCharm(ops.CharmBase):
     def __init__(self, framework: ops.Framework):
         super().__init__(framework)
+        self.pod = PodAddress(self)
         framework.observe(self.on[INGRESS_RELATION].relation_changed, self._handle)
         framework.observe(self.on[INGRESS_RELATION].relation_broken, self._handle)
         framework.observe(self.on.update_status, self._handle)
 
     def _handle(self, _: ops.EventBase) -> None:
-        publish_ingress_request(self)
+        publish_ingress_request(self, self.pod)
         RESULTS.append(external_base_url(self))
 
 
@@ -102,6 +109,26 @@ def test_unknown_pod_ip_is_published_as_null():
     out = _run(_state(relation, leader=True, ip=None), relation)
 
     assert out.get_relation(relation.id).local_unit_data["ip"] == "null"
+
+
+def _with_ip(state: testing.State, ip: str | None) -> testing.State:
+    addresses = [testing.BindAddress([testing.Address(ip)])] if ip else []
+    network = testing.Network(INGRESS_RELATION, bind_addresses=addresses)
+    return dataclasses.replace(state, networks={network})
+
+
+def test_the_pod_address_is_read_once_a_pod():
+    relation = testing.Relation(INGRESS_RELATION, interface="ingress")
+    starting = _run(_state(relation, leader=True, ip=None), relation)
+    first = _run(_with_ip(starting, "10.1.2.3"))
+    # Juju would answer the same for the pod's life; another answer shows it was not asked.
+    same_pod = _run(_with_ip(first, "10.9.9.9"))
+    new_pod = _run(dataclasses.replace(_with_ip(first, "10.9.9.9"), stored_states=frozenset()))
+
+    def ip(out: testing.State) -> str:
+        return json.loads(out.get_relation(relation.id).local_unit_data["ip"])
+
+    assert (ip(first), ip(same_pod), ip(new_pod)) == ("10.1.2.3", "10.1.2.3", "10.9.9.9")
 
 
 def test_publish_overwrites_stale_values():
