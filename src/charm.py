@@ -2,10 +2,9 @@
 """Kubernetes charm for GARM, the GitHub Actions Runner Manager.
 
 The event table and the pass boundary: observe, gate, call, report. Every event runs one
-holistic :meth:`GarmCharm._reconcile`, which returns one ``Outcome`` built at the exit it took;
-``collect-status`` shows it. Past the leader's gates, ``leader_pass`` reads what is wanted and
-publishes the workload, ``garm_sync`` brings GARM to it within the pass's budget, and a pass
-the budget cut asks for the next one at once (``continuation``).
+holistic :meth:`GarmCharm._reconcile`, returning one ``Outcome`` that ``collect-status`` shows;
+past the leader's gates ``leader_pass`` reads what is wanted and publishes the workload,
+``garm_sync`` brings GARM to it, and ``continuation`` asks for the next pass when one is owed.
 """
 
 from __future__ import annotations
@@ -62,10 +61,8 @@ class GarmCharm(ops.CharmBase):
         super().__init__(framework)
         for name in LIBRARY_LOGGERS:
             logging.getLogger(name).setLevel(logging.WARNING)
-        # Charm tracing to Tempo: hooks, Juju and Pebble calls, the spans of telemetry.py.
-        self.tracing = ops.tracing.Tracing(self, cos.TRACING_RELATION)
-        # None until a reconcile decides: other hooks add no status; Juju keeps the last one.
-        self._outcome: Outcome | None = None
+        self.tracing = ops.tracing.Tracing(self, cos.TRACING_RELATION)  # to Tempo
+        self._outcome: Outcome | None = None  # no reconcile, no status: Juju keeps the last
         self._refreshed: dict[str, str] = {}  # secret-changed: the content refreshed to, by id
         self._planned_units = 1
         self.configurators = configurator_record.ConfiguratorRecord(self)
@@ -87,6 +84,7 @@ class GarmCharm(ops.CharmBase):
         self.backup = backup_target.offer(self)
         self.shown = unit_shown.UnitShown(self)
         self.pod = ingress.PodAddress(self)
+        self.next_pass = continuation.NextPass(self, pebble_layer.CONTAINER_NAME)
 
     # --- events ------------------------------------------------------------------------------
 
@@ -211,8 +209,11 @@ class GarmCharm(ops.CharmBase):
             db=db,
             writes=writes,
         )
-        leader_pass.after_sync(self, container, owned, wanted, publish, trusted, sync, self.shown)
-        return Outcome(sync.status, wanted.problems(), wanted.blocked())
+        kept = (self.shown, self.next_pass)
+        status = leader_pass.after_sync(
+            self, container, owned, wanted, publish, trusted, sync, kept
+        )
+        return Outcome(status, wanted.problems(), wanted.blocked())
 
 
 def _reconcile_events(on: ops.CharmEvents) -> list[ops.BoundEvent]:

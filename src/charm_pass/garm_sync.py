@@ -18,7 +18,7 @@ import ops
 
 from charm_pass.charm_state import CharmState
 from charm_pass.outcome import chain_status
-from garm import GarmApiError, GarmUnauthorizedError, ScaleSet
+from garm import GarmApiError, GarmConnectionError, GarmUnauthorizedError, ScaleSet
 from reconcile import (
     AdminRefusedError,
     CharmedTemplateError,
@@ -55,6 +55,7 @@ class Sync:
         unfinished: what the pass's budget left for the next pass (``creating scale sets:
             180 of 500``), empty when the pass went through.
         version: GARM's version as the running GARM reported it; empty when not reached.
+        garm_away: whether GARM went away during the pass (its connection refused or cut).
     """
 
     status: ops.StatusBase
@@ -63,6 +64,7 @@ class Sync:
     endpoint_bundles: dict[str, str] | None = None
     unfinished: str = ""
     version: str = ""
+    garm_away: bool = False
 
 
 @dataclasses.dataclass(frozen=True)
@@ -101,6 +103,10 @@ def sync_garm(
     except CharmedTemplateError as exc:
         logger.warning("Charmed template not applied: %s; scale sets skipped", exc)
         return Sync(ops.WaitingStatus(str(exc)))
+    except GarmConnectionError as exc:
+        # GARM answered, then went away: Pebble starts it again (``continuation``).
+        logger.warning("GARM went away during the pass (%s)", exc)
+        return Sync(ops.WaitingStatus(SYNC_FAILED), garm_away=True)
     except GarmApiError as exc:
         if isinstance(exc, GarmUnauthorizedError):
             security_events.token_refused(admin.username)

@@ -84,7 +84,7 @@ def read_wanted(
     if not configurators.complete:
         listed = len(configurators.relation_ids)
         reading = READING_CONFIGURATORS.format(read=listed - configurators.unread, listed=listed)
-        continuation.request(container, reading)
+        continuation.request(container, f"The unit's record is partial ({reading})")
         return ops.MaintenanceStatus(reading)
     memory = peer_record.load(charm.model)
     tools = agent_image.read_manifest(container)
@@ -138,9 +138,14 @@ def after_sync(
     publish: Publish,
     trusted: dict[str, str],
     sync: garm_sync.Sync,
-    shown: UnitShown,
-) -> None:
-    """After the GARM part: the version, CA bundles, a stall restart, the next pass, the trim."""
+    kept: tuple[UnitShown, continuation.NextPass],
+) -> ops.StatusBase:
+    """After the GARM part: the version, CA bundles, a stall restart, the next pass, the trim.
+
+    Returns:
+        The pass's status (GARM's going away in the pass decides it, ``continuation``).
+    """
+    shown, next_pass = kept
     if sync.version:
         # Read from the running GARM, never assumed (juju status: workload version).
         shown.workload_version(sync.version)
@@ -149,12 +154,16 @@ def after_sync(
     if sync.restart_garm:
         garm_restart.restart_for_stall(container, sync.status)
     if sync.unfinished:
-        continuation.request(container, sync.unfinished)
+        continuation.request(container, f"Pass budget spent ({sync.unfinished})")
     # A trim restarts GARM next pass: only a pass that went through trims (not each of a
     # mass removal's continued passes, restarting a GARM of hundreds of scale sets).
     live = None if sync.unfinished else sync.live
-    kept = provider_record.trim(wanted.providers, wanted.state.providers, live)
-    provider_record.save_record(charm.app, charm.model, wanted.stored, kept, owned.jwt_secret)
+    providers = provider_record.trim(wanted.providers, wanted.state.providers, live)
+    provider_record.save_record(charm.app, charm.model, wanted.stored, providers, owned.jwt_secret)
+    if sync.garm_away:
+        return next_pass.went_away(container)
+    next_pass.reached()
+    return sync.status
 
 
 @traced("reconcile.workload")
