@@ -22,7 +22,8 @@ the fleet-growth scenario instead (:mod:`tests.bench_growth`: no configurator at
 integrated at a time as Juju does, counting the hooks and their hook tools). The command exits
 non-zero when any converged hook (every repeat, not only the first) wrote to GARM anything but
 the login, or wrote to Juju (``relation-set``, ``secret-set``, ``secret-add``), on any backend,
-or when real GARM exited on its own (a crash; the harness starts it again as Pebble would).
+or when real GARM exited on its own (a crash; the harness starts it again as Pebble would), or
+when the removal stopped with anything left in GARM (or, real GARM, on the GitHub stand-in).
 After the table it lists, per backend, the GARM calls and hook tools whose count per converged
 hook grows with N.
 """
@@ -71,6 +72,9 @@ SQLITE, POSTGRESQL = "sqlite", "postgresql"
 REAL_MAX = 100
 # The one organisation of --shared-org.
 SHARED_ORG = "org-shared"
+# The GitHub stand-in of each real GARM :func:`started` runs, by the GARM's id: what GitHub still
+# holds after the removal (GARM re-registers a scale set deleted before its worker started).
+STANDINS: dict[int, GitHubStandin] = {}
 _ID = re.compile(r"/(\d+|[0-9a-f]{8}-[0-9a-f-]{27,})(?=/|$)")
 
 
@@ -409,6 +413,8 @@ def started(backend: str, workdir: Path, latency: float = 0.0) -> Iterator[Any]:
         real = RealGarm.prepare(workdir, binary=binary, github_endpoint=github.endpoint_params())
         register_configured_apps(real.proxy, github)
         stack.callback(real.stop)
+        STANDINS[id(real)] = github
+        stack.callback(STANDINS.pop, id(real), None)
         yield real
 
 
@@ -464,6 +470,8 @@ def bench(backend: str, count: int, repeats: int, setting: Setting | None = None
             relations={r for r in driver.state.relations if r.endpoint != CONFIGURATOR},
         )
         leave = until_active(backend, garm, driver, "leave", driver.ctx.on.update_status())
+        left = left_behind(backend, garm, driver)
+        leave = dataclasses.replace(leave, faults=leave.faults + left)
     median = dataclasses.replace(
         converged[0],
         seconds=statistics.median(r.seconds for r in converged),
@@ -476,6 +484,34 @@ def bench(backend: str, count: int, repeats: int, setting: Setting | None = None
         ),
     )
     return [dataclasses.replace(r, scalesets=count) for r in (deploy, median, labels, leave)]
+
+
+def left_behind(backend: str, garm: Any, driver: CharmDriver) -> tuple[str, ...]:
+    """What the removal left in GARM once its hooks stopped asking for the next pass.
+
+    A pass GARM went away from asks for the next at once only so many times in a row
+    (``continuation.NextPass``); after that the next comes with ``pebble-check-recovered`` or
+    ``update-status``, which the bench does not deliver: a removal left there is a stall.
+    """
+    scalesets, organisations = len(garm.scalesets()), len(garm.organizations())
+    github = STANDINS.get(id(garm))
+    on_github = len(github.scalesets()) if github is not None else 0
+    print(
+        f"  {backend}: leave: GARM still holds {scalesets} scale sets and {organisations} "
+        f"organisations, GitHub {on_github} scale sets; the last hook asks for no next pass "
+        f"({driver.state.unit_status})",
+        file=sys.stderr,
+    )
+    faults: list[str] = []
+    if scalesets or organisations:
+        faults.append(
+            f"removal stopped with {scalesets} scale sets and {organisations} organisations "
+            f"left, waiting for update-status or pebble-check-recovered "
+            f"({driver.state.unit_status})"
+        )
+    if on_github > scalesets:
+        faults.append(f"GitHub holds {on_github - scalesets} scale sets GARM no longer has")
+    return tuple(faults)
 
 
 def growing(rows: Sequence[Row], backend: str) -> list[str]:

@@ -1,15 +1,16 @@
 """The GARM client: one method per GARM call the charm makes.
 
 ``GarmSession`` owns the connection and what comes before any object (readiness, first run,
-login); ``GarmClient`` adds one method per call on GARM's objects. Both compose a
-:class:`garm.transport.GarmTransport`, which sends each request (one trace span per call), maps
-a failure to :class:`GarmApiError` and its subclasses and parses the answer. Callers import it
-from the package (``from garm import GarmClient``). Must not import ops or any module outside
-the ``garm`` package.
+login, GARM's own counters in its ``/metrics``); ``GarmClient`` adds one method per call on
+GARM's objects. Both compose a :class:`garm.transport.GarmTransport`, which sends each request
+(one trace span per call), maps a failure to :class:`GarmApiError` and its subclasses and
+parses the answer. Callers import it from the package (``from garm import GarmClient``). Must
+not import ops or any module outside the ``garm`` package.
 """
 
 from __future__ import annotations
 
+import re
 import time
 from collections.abc import Callable
 from typing import Any, Self
@@ -55,10 +56,13 @@ READY_INTERVAL = 1.0
 TOOLS_PAGE_SIZE = 100
 # Pages followed at most, should GARM keep announcing a next page.
 MAX_TOOL_PAGES = 10
+# One sample of GARM's Prometheus counter of its GitHub calls: its labels and its value.
+_GITHUB_OPERATIONS = re.compile(r"^garm_github_operations_total\{([^}]*)\} (\S+)$", re.MULTILINE)
+_OPERATION_LABEL = re.compile(r'(?:^|,)operation="([^"]*)"')
 
 
 class GarmSession:
-    """A synchronous session with one GARM server: the connection, readiness and login.
+    """A synchronous session with one GARM server: the connection, readiness, login, counters.
 
     Call :meth:`login` before any authenticated call; the JWT it returns is sent as a bearer
     token. Every request has a timeout.
@@ -128,6 +132,35 @@ class GarmSession:
                 if time.monotonic() + interval > deadline:
                     raise
                 sleep(interval)
+
+    def github_operations(self) -> dict[str, float]:
+        """GARM's calls to GitHub since its process started, by operation (its ``/metrics``).
+
+        ``garm_github_operations_total`` counts each call as it starts, labelled with the
+        operation (``GetRunnerScaleSetByNameAndRunnerGroup``) and the kind of entity it is
+        for (``scope``); the kinds are summed. An operation GARM has not made since it started
+        is absent (Prometheus exports no sample for it).
+
+        Raises:
+            GarmConnectionError: GARM is not reachable.
+            GarmApiError: GARM answered with an error status.
+        """
+        response = self._transport.send(
+            "GET", self._transport.root_url("/metrics"), authenticated=False
+        )
+        if response.is_error:
+            raise api_error(response.status_code, *error_fields(response))
+        counts: dict[str, float] = {}
+        for labels, value in _GITHUB_OPERATIONS.findall(response.text):
+            operation = _OPERATION_LABEL.search(labels)
+            if operation is None:
+                continue
+            try:
+                counted = float(value)
+            except ValueError:
+                continue
+            counts[operation[1]] = counts.get(operation[1], 0.0) + counted
+        return counts
 
     def first_run(self, username: str, password: str, email: str, full_name: str) -> None:
         """Create the admin user on a fresh GARM."""

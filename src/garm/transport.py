@@ -43,6 +43,7 @@ _PATH_WORDS = frozenset(
         "github",
         "instances",
         "login",
+        "metrics",
         "organizations",
         "pools",
         "providers",
@@ -137,7 +138,7 @@ class GarmTransport:
         sent = {**(headers or {}), "Accept": "application/json"}
         if authenticated and self.token:
             sent["Authorization"] = f"Bearer {self.token}"
-        route = path_template(path)
+        route = path_template(httpx.URL(path).path)
         tracer = trace.get_tracer(TRACER_NAME)
         # One span per call: method, route and status only (no body, query or header).
         with tracer.start_as_current_span(
@@ -164,6 +165,10 @@ class GarmTransport:
             if response.is_error:
                 span.set_status(trace.StatusCode.ERROR, str(response.status_code))
             return response
+
+    def root_url(self, path: str) -> str:
+        """The URL of ``path`` at GARM's root, beside its API (``/metrics``)."""
+        return str(self._http.base_url.copy_with(path=path))
 
 
 def path_template(path: str) -> str:

@@ -195,6 +195,16 @@ class Writes:
         """Whether the budget is spent: no object starts any more this pass."""
         return self._deadline is not None and self._clock() >= self._deadline
 
+    def leave(self, cut: Unfinished) -> None:
+        """Leave ``cut`` to the next pass, as a spent budget would: the next pass comes at once.
+
+        For a step that waited for GARM until the budget was spent, or found it not ready.
+        """
+        logger.info("Left for the next pass: %s", cut)
+        with self._lock:
+            self._cut.append((self._steps, cut))
+            self._steps += 1
+
     def beside(
         self,
         step: str,

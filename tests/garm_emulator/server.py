@@ -242,6 +242,7 @@ class GarmEmulator:
             # Each scale-set worker starts again from the database's row.
             for row in self.state.scalesets.values():
                 row.worker_demand = row.desired_runner_count
+            self.state.workers.restarted(self.state.worker_rows())
 
     def replan(self, environment: Mapping[str, str]) -> None:
         """Restart as GARM does when Pebble replans with ``environment``: new providers only."""
@@ -277,7 +278,9 @@ class GarmEmulator:
                 return 200, "text/html", b"<html>not GARM</html>"
             return self._error(ApiError(fault.status, fault.details, fault.error))
         if path == "/metrics" and method == "GET":
-            return 200, "text/plain; version=0.0.4", METRICS_BODY
+            with self.state.lock:
+                counted = self.state.workers.exposition().encode()
+            return 200, "text/plain; version=0.0.4", METRICS_BODY + counted
         try:
             return self._dispatch(method, path, query, raw, body, authorization, headers or {})
         except ApiError as exc:
@@ -657,6 +660,25 @@ class GarmEmulator:
                 inst.updated_at = updated_at
             inst.provider_fault = provider_fault
             return self.state.instance_wire(inst)
+
+    def hold_worker_starts(self) -> None:
+        """GARM busy starting other workers: no scale set's worker starts until released.
+
+        What real GARM does for minutes after its start with hundreds of scale sets in one
+        organisation (``workers.py``): its ``/metrics`` counts the starts, its API shows none.
+        """
+        with self.state.lock:
+            self.state.workers.hold()
+
+    def release_worker_starts(self, count: int | None = None) -> None:
+        """Start ``count`` held workers, oldest first (all, and stop holding, when None)."""
+        with self.state.lock:
+            self.state.workers.release(count)
+
+    def forget_worker(self, scaleset_name: str) -> None:
+        """GARM without a worker for this scale set (lost at its start: ``workers.py``)."""
+        with self.state.lock:
+            self.state.workers.forget(self._row(scaleset_name).id)
 
     def stall_demand(self, scaleset_name: str, count: int, recorded_at: datetime) -> None:
         """GARM's stale desired count: the database records ``count``, the worker never hears.

@@ -26,6 +26,7 @@ from .endpoints import Endpoint, EndpointError, EndpointStore
 from .password import is_too_weak
 from .tools import ToolStore
 from .wire import to_wire
+from .workers import SCOPES, Workers
 
 # GARM's error strings per status (apiserver/controllers: handleError).
 ERROR_NAMES = {
@@ -350,6 +351,7 @@ class GarmState:
         self.tag_ids: dict[str, str] = {}
         self.endpoints = EndpointStore(self.now)
         self.tools = ToolStore()
+        self.workers = Workers()
         self._ids = {"credential": 0, "scaleset": 0, "template": 0}
         # GitHub's side of a scale set, as GARM's error texts name it: the Actions service
         # tenant of each entity and the id of each runner group, numbered in order of first use.
@@ -1082,7 +1084,17 @@ class GarmState:
             **values,
         )
         self.scalesets[row.id] = row
+        if row.provider_name in self.providers:
+            self.workers.created(row.id, self.entities[row.entity_id].kind, row.enabled)
         return row
+
+    def worker_rows(self) -> dict[int, tuple[str, bool]]:
+        """The scale sets a (re)started GARM runs workers for: scope and enabled flag by id."""
+        return {
+            row.id: (SCOPES.get(self.entities[row.entity_id].kind, ""), row.enabled)
+            for row in self.scalesets.values()
+            if row.provider_name in self.providers
+        }
 
     _POINTER_FIELDS = (
         ("enabled", "enabled"),
@@ -1117,6 +1129,7 @@ class GarmState:
         if body.get("name") or body.get("runner_group"):
             self._check_name_on_github(row, row.entity_id, body)
         unchanged = dataclasses.astuple(row)
+        was_enabled = row.enabled
         row.template_id = template_id
         before = [getattr(row, key) for key in self._GENERATION_FIELDS]
         for key, attr in self._POINTER_FIELDS:
@@ -1128,11 +1141,17 @@ class GarmState:
                 setattr(row, key, body[key])
         if [getattr(row, key) for key in self._GENERATION_FIELDS] != before:
             row.generation += 1
-        self._written(row, unchanged)
+        self._written(row, unchanged, was_enabled)
         return self.scaleset_wire(row)
 
-    def _written(self, row: ScaleSetRow, before: tuple[Any, ...]) -> None:
+    def _written(self, row: ScaleSetRow, before: tuple[Any, ...], was_enabled: bool) -> None:
+        kind = self.entities[row.entity_id].kind
+        if row.enabled and not was_enabled:
+            # Enabled again: the worker's listener opens a new message session.
+            self.workers.enabled(row.id, kind)
         if dataclasses.astuple(row) != before:
+            if row.provider_name in self.providers:
+                self.workers.written(row.id, kind, row.enabled)
             # GARM writes the row, and tells the scale-set worker, only when a field changed:
             # the worker then takes the row as the database has it, desired count included.
             row.updated_at = self.now
@@ -1147,6 +1166,7 @@ class GarmState:
         if row.enabled:
             raise ApiError(400, "scale set is enabled; disable it first")
         del self.scalesets[row.id]
+        self.workers.deleted(row.id)
 
     # ---- instances ------------------------------------------------------------------------
 

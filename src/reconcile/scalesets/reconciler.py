@@ -14,8 +14,9 @@ nothing about Juju.
 
 This module owns the pass itself (what is claimed, created and updated); the parts it drives
 live apart: the names (``names``), the custom templates (``custom_templates``), the
-label-change retirement (``retirement``), the orphan sweep (``sweep``) and the
-guarded runner removal (``runners``). Must not import ops.
+label-change retirement (``retirement``), the orphan sweep (``sweep``), the wait for GARM's
+workers before either writes (``worker_starts``) and the guarded runner removal (``runners``).
+Must not import ops.
 """
 
 from __future__ import annotations
@@ -41,6 +42,7 @@ from reconcile.scalesets.reclaim import Reclaim, reclaiming
 from reconcile.scalesets.retirement import Retirement, ScalesetProgress
 from reconcile.scalesets.runners import RunnerRemover
 from reconcile.scalesets.sweep import OrphanSweep
+from reconcile.scalesets.worker_starts import WorkerGate
 from reconcile.writes import Writes
 from vocabulary.desired_state import EntityKey, ScalesetSpec, app_of_provider, entity_key
 from vocabulary.notices import Notice, Severity
@@ -175,10 +177,13 @@ class _Pass:
     def __post_init__(self) -> None:
         self.templates = CustomTemplates(self.client)
         runners = RunnerRemover(self.client, self.clock)
-        # One disable in GARM at a time, however many objects the pool runs (``sweep``).
-        disabling = threading.Lock()
-        self.retirement = Retirement(self.client, self.clock, runners, self.templates, disabling)
-        self.sweep = OrphanSweep(self.client, runners, disabling=disabling)
+        # One disable in GARM at a time, however many objects the pool runs (``sweep``), and
+        # none before GARM has started the scale sets' workers (``worker_starts``).
+        disabling, self.gate = threading.Lock(), WorkerGate(self.client, self.writes)
+        self.retirement = Retirement(
+            self.client, self.clock, runners, self.templates, disabling, self.gate
+        )
+        self.sweep = OrphanSweep(self.client, runners, disabling=disabling, gate=self.gate)
 
     def run(
         self,
@@ -189,6 +194,7 @@ class _Pass:
     ) -> ReconcileResult:
         providers = {p.name for p in self.client.list_providers() if p.name}
         listing = self.client.list_scalesets()
+        self.gate.expect(listing, providers)
         observed = _observe(listing)
         if self._templates_needed(specs, observed):
             self.templates.load(self.client.list_templates())

@@ -19,6 +19,7 @@ from garm import GarmClient, ScaleSet, UpdateScaleSetParams
 from reconcile.containment import contain
 from reconcile.scalesets.custom_templates import CustomTemplates
 from reconcile.scalesets.runners import MAX_JOB_RUNTIME, RunnerRemover, known_time
+from reconcile.scalesets.worker_starts import WorkerGate
 from vocabulary.desired_state import ScalesetSpec
 from vocabulary.security_events import deleted
 
@@ -34,6 +35,7 @@ class Handover(enum.Enum):
 
     PENDING = "pending"  # replacement not live yet; the predecessor stays enabled
     FAILED = "failed"  # GARM refused to disable the predecessor
+    DEFERRED = "deferred"  # GARM may not have started the predecessor's worker yet
     DONE = "done"  # predecessor disabled; it drains, then gets deleted
 
 
@@ -60,7 +62,7 @@ class ScalesetProgress:
         """Where this predecessor stands."""
         if self.handover is Handover.PENDING:
             return Phase.CREATING_REPLACEMENT
-        if self.handover is Handover.FAILED:
+        if self.handover in (Handover.FAILED, Handover.DEFERRED):
             return Phase.RETIRING_PREDECESSOR
         return Phase.of_disabled(max(self.remaining_runners, 0))
 
@@ -105,6 +107,7 @@ class Retirement:
         runners: RunnerRemover,
         templates: CustomTemplates,
         disabling: AbstractContextManager[object] | None = None,
+        gate: WorkerGate | None = None,
     ) -> None:
         """Create the retirement of one pass.
 
@@ -114,8 +117,11 @@ class Retirement:
             runners: removes idle runners past the deadline.
             templates: the pass's custom templates; a deleted generation's goes with it.
             disabling: held around each disable, so that GARM gets one at a time (``sweep``).
+            gate: whether GARM has started its scale sets' workers (``worker_starts``): no
+                predecessor is disabled or deleted before; None: always.
         """
         self._client = client
+        self._gate = gate
         self._clock = clock
         self._runners = runners
         self._templates = templates
@@ -151,12 +157,10 @@ class Retirement:
     ) -> ScalesetProgress | None:
         name = old.name or ""
         if old.enabled:
-            if not self._retire(old):
-                return ScalesetProgress(logical, name, active, 0, Handover.FAILED)
-            return ScalesetProgress(logical, name, active, self._remaining_runners(old))
+            return self._disable(logical, old, active)
         remaining = self._remaining_runners(old)
         if remaining > 0:
-            if old.id is None or not self._drain_deadline_passed(old):
+            if old.id is None or not self._drain_deadline_passed(old) or not self._may_write():
                 return ScalesetProgress(logical, name, active, remaining)
             logger.warning(
                 "Scaleset %r still has %d runners past the drain deadline of %s; removing them",
@@ -167,9 +171,21 @@ class Retirement:
             if self._runners.remove(old.id, name, past_deadline=True):
                 return ScalesetProgress(logical, name, active, remaining)
             remaining = 0
-        if not self._delete_drained(old):
+        if not self._may_write() or not self._delete_drained(old):
             return ScalesetProgress(logical, name, active, remaining)
         return None
+
+    def _disable(self, logical: str, old: ScaleSet, active: str) -> ScalesetProgress:
+        name = old.name or ""
+        if not self._may_write():
+            return ScalesetProgress(logical, name, active, 0, Handover.DEFERRED)
+        if not self._retire(old):
+            return ScalesetProgress(logical, name, active, 0, Handover.FAILED)
+        return ScalesetProgress(logical, name, active, self._remaining_runners(old))
+
+    def _may_write(self) -> bool:
+        # A disable or delete before GARM started the worker crashes GARM (``worker_starts``).
+        return self._gate is None or self._gate.wait()
 
     def _retire(self, old: ScaleSet) -> bool:
         if old.id is None:

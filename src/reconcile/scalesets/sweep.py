@@ -19,10 +19,10 @@ at once, in none either way. So disables go one at a time (the lock, shared with
 label-change retirement), and an orphan is deleted :data:`DISABLE_SETTLE` after its own disable
 at the soonest (3 s in those measurements; 1 s is still several of GARM's round trips to
 GitHub). A delete goes to GARM while the next orphan's disable runs: GARM did not crash in
-three removals of 100 configurators and one of 500 measured so (2026-12-06). It still can when
-a disable meets GARM starting the scale set's worker, which no order of the charm's calls tried
-so far avoids (500 scale sets of one organisation removed within minutes of their creation: the
-reference's "GARM's limits", limit 3); Pebble restarts GARM and the next pass goes on.
+three removals of 100 configurators and one of 500 measured so (2026-12-06). It still did when
+a disable reached GARM before it had started the scale set's worker, which it does late, one
+after another, after each of its own starts: so nothing is disabled or deleted until GARM's
+counters say it has started them (``worker_starts``, :class:`WorkerGate`, issue 56).
 """
 
 from __future__ import annotations
@@ -37,7 +37,8 @@ from reconcile.containment import contain
 from reconcile.scalesets.names import logical_of
 from reconcile.scalesets.retirement import Phase, draining_phase
 from reconcile.scalesets.runners import RunnerRemover
-from reconcile.writes import Writes
+from reconcile.scalesets.worker_starts import WorkerGate
+from reconcile.writes import Unfinished, Writes
 from vocabulary.notices import Notice, Severity
 from vocabulary.security_events import deleted
 
@@ -58,6 +59,7 @@ class OrphanSweep:
         runners: RunnerRemover,
         sleep: Callable[[float], None] | None = None,
         disabling: AbstractContextManager[object] | None = None,
+        gate: WorkerGate | None = None,
     ) -> None:
         """Create the sweep of one pass.
 
@@ -66,11 +68,14 @@ class OrphanSweep:
             runners: removes the idle runners of a disabled scale set.
             sleep: waits so many seconds (:meth:`settle`); ``time.sleep`` when None.
             disabling: held around each disable, so that GARM gets one at a time.
+            gate: whether GARM has started its scale sets' workers: the sweep waits for it
+                (within the pass's budget) before any disable or delete; None: never waits.
         """
         self._client = client
         self._runners = runners
         self._sleep = sleep or time.sleep
         self._disabling = disabling or nullcontext()
+        self._gate = gate
         # What the sweep leaves for the pass: notices while a scale set drains, deleted ids.
         self.notices: list[Notice] = []
         self.deleted_ids: set[int] = set()
@@ -90,12 +95,21 @@ class OrphanSweep:
         Raises:
             GarmApiError: a pass-ending failure (``reconcile.containment``).
         """
+        gate = self._gate
+        # Left to the next pass when the budget ends the wait (the gate says so).
+        if not orphans or (gate is not None and not gate.wait()):
+            return
+        # GARM started none of the workers left for a while: one disabled now gets its worker
+        # after the disable, so its delete waits for the next pass (``worker_starts``).
+        held = gate is not None and gate.opened_idle
 
         def ready(scaleset: ScaleSet) -> None:
             disabling.wait(id(scaleset))
             self.settled(scaleset)
 
         def delete(scaleset: ScaleSet, _: list[Notice]) -> None:
+            if held and (scaleset.id or 0) in self._disabled:
+                return
             if self.delete_orphaned(scaleset):
                 deleted(scaleset.name or "")
 
@@ -109,6 +123,8 @@ class OrphanSweep:
             disabling.join(quiet=True)  # the first failure is the pass's
             raise
         disabling.join()
+        if held and self._disabled:
+            writes.leave(Unfinished(SWEEP_STEP, len(self.deleted_ids), len(orphans)))
 
     def disable(self, scaleset: ScaleSet) -> None:
         """Disable ``scaleset`` (and drop its idle runners) where GARM still has it enabled."""

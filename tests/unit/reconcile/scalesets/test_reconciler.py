@@ -96,6 +96,13 @@ def client(ready_emulator: GarmEmulator) -> Iterator[GarmClient]:
 @pytest.fixture
 def garm(ready_emulator: GarmEmulator, client: GarmClient) -> GarmEmulator:
     """The emulator with a credential, an organisation and a repository, request log empty."""
+    seed_credential_and_entities(client)
+    ready_emulator.clear_requests()
+    return ready_emulator
+
+
+def seed_credential_and_entities(client: GarmClient) -> None:
+    """The credential, the organisation and the repository every test here runs on."""
     client.create_credential(
         CreateCredentialParams(
             name=CREDENTIAL,
@@ -107,8 +114,6 @@ def garm(ready_emulator: GarmEmulator, client: GarmClient) -> GarmEmulator:
     client.create_organization(ORG, CREDENTIAL, "0" * 64)
     owner, _, name = REPO.partition("/")
     client.create_repository(owner, name, CREDENTIAL, "0" * 64)
-    ready_emulator.clear_requests()
-    return ready_emulator
 
 
 @pytest.fixture
