@@ -1166,7 +1166,7 @@ class GarmState:
         if row.enabled:
             raise ApiError(400, "scale set is enabled; disable it first")
         del self.scalesets[row.id]
-        self.workers.deleted(row.id)
+        self.workers.deleted(row.id, self.entities[row.entity_id].kind)
 
     # ---- instances ------------------------------------------------------------------------
 

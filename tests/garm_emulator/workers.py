@@ -6,9 +6,10 @@ after each start of GARM. Its API shows nothing of it; its Prometheus counter of
 does (``garm_github_operations_total{operation, scope}``): a worker's start looks its scale set
 up on GitHub once (``GetRunnerScaleSetByNameAndRunnerGroup``) and an enabled worker's listener
 opens a message session (``CreateMessageSession``); disabled and enabled again, it opens one
-more. ``scope`` is the kind of entity (``Organization``, ``Repository``). Counted since the
-process started; an operation never made has no sample. A scale set on a provider GARM did not
-load gets no worker.
+more; a delete through the API deletes the scale set on GitHub (``DeleteRunnerScaleSet``).
+``scope`` is the kind of entity (``Organization``, ``Repository``). Counted since the process
+started; an operation never made has no sample. A scale set on a provider GARM did not load
+gets no worker.
 
 The emulator starts a worker at once (its retry loop never lags) unless a test holds the starts
 (:meth:`Workers.hold`, ``GarmEmulator.hold_worker_starts``), as real GARM does while it works
@@ -28,6 +29,7 @@ from dataclasses import dataclass, field
 
 LOOKUP = "GetRunnerScaleSetByNameAndRunnerGroup"
 SESSION = "CreateMessageSession"
+DELETED = "DeleteRunnerScaleSet"
 SCOPES = {"organization": "Organization", "repository": "Repository"}
 
 
@@ -64,8 +66,9 @@ class Workers:
         self.waiting.pop(scaleset_id, None)
         self.started.discard(scaleset_id)
 
-    def deleted(self, scaleset_id: int) -> None:
-        """A deleted scale set's worker stops (a waiting one never starts)."""
+    def deleted(self, scaleset_id: int, kind: str) -> None:
+        """A scale set deleted (on GitHub, then in the database): its worker stops."""
+        self.counts[(DELETED, SCOPES.get(kind, ""))] += 1
         self.waiting.pop(scaleset_id, None)
         self.started.discard(scaleset_id)
 

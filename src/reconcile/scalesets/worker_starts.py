@@ -20,8 +20,9 @@ counted since GARM's process started, for every organisation together. So the ga
 (:class:`WorkerGate`) is open, and the pass may disable and delete, when:
 
 - the lookups reach the scale sets GARM lists on providers it loaded (a scale set on another
-  provider gets no worker), and the sessions reach the enabled ones; after a wait, one
-  :data:`SETTLE` more for the last start's watcher;
+  provider gets no worker) and those deleted since GARM started (``DeleteRunnerScaleSet``,
+  counted the same way: their starts are in the lookups), and the sessions reach the enabled
+  ones; after a wait, one :data:`SETTLE` more for the last start's watcher;
 - or the lookups did not move for :data:`IDLE` seconds: GARM's retry loop (every 5 s) is
   starting no worker, and a disable of a worker that is not running is heard by the
   organisation's controller, which then makes the worker from the disabled scale set (no
@@ -33,9 +34,9 @@ counted since GARM's process started, for every organisation together. So the ga
 
 Every step that disables or deletes waits for the gate, one decision a pass, within the pass's
 budget; a wait the budget ended leaves the rest to the next pass, which comes at once
-(``reconcile.writes``). Counting since GARM's start overcounts the starts of scale sets deleted
-since, and retried starts: a scale set created moments before it is removed may still be
-removed before its worker started. Knows GARM through the client; must not import ops.
+(``reconcile.writes``). A retried start is counted twice: a scale set created moments before it
+is removed may still be removed before its worker started. Knows GARM through the client; must
+not import ops.
 """
 
 from __future__ import annotations
@@ -56,6 +57,8 @@ logger = logging.getLogger(__name__)
 LOOKUP = "GetRunnerScaleSetByNameAndRunnerGroup"
 # Once per listener start of an enabled worker, after its watcher is registered.
 SESSION = "CreateMessageSession"
+# Once per scale set deleted through GARM's API: its worker's start is in the lookups too.
+DELETED = "DeleteRunnerScaleSet"
 # Seconds the lookups stay put before GARM reads as starting no worker (its retry loop: 5 s).
 IDLE = 15.0
 # Seconds between two reads of GARM's counters while it starts workers.
@@ -82,6 +85,7 @@ def _monotonic() -> float:
 class _Counts:
     lookups: float
     sessions: float
+    deleted: float
 
 
 class WorkerGate:
@@ -156,8 +160,8 @@ class WorkerGate:
             return self._idle
 
     def _cut(self) -> Unfinished:
-        started = int(self._last.lookups) if self._last else 0
-        return Unfinished(WAITING_STEP, min(started, self._workers), self._workers)
+        started = int(self._last.lookups - self._last.deleted) if self._last else 0
+        return Unfinished(WAITING_STEP, max(0, min(started, self._workers)), self._workers)
 
     def _read(self) -> bool:
         """Read GARM's counters once; whether the gate is open by them."""
@@ -171,16 +175,17 @@ class WorkerGate:
                 refused.error,
             )
             return True
-        now = _Counts(counts.get(LOOKUP, 0.0), counts.get(SESSION, 0.0))
-        if now.lookups >= self._workers and now.sessions >= self._listeners:
+        now = _Counts(counts.get(LOOKUP, 0.0), counts.get(SESSION, 0.0), counts.get(DELETED, 0.0))
+        if now.lookups >= self._workers + now.deleted and now.sessions >= self._listeners:
             return True
         if self._last is None or now.lookups != self._last.lookups:
             if self._last is None:
                 logger.info(
-                    "GARM has started %d of its %d scale sets' workers (%d of %d listeners); "
-                    "no scale set is disabled or deleted until it has started them",
+                    "GARM has started %d of its %d scale sets' workers (%d deleted since; %d of "
+                    "%d listeners); no scale set is disabled or deleted until it has started them",
                     now.lookups,
                     self._workers,
+                    now.deleted,
                     now.sessions,
                     self._listeners,
                 )
@@ -190,10 +195,11 @@ class WorkerGate:
         if self._clock() - self._moved < IDLE:
             return False
         logger.warning(
-            "GARM has started %d of its %d scale sets' workers and started none for %.0f s; "
-            "going on (the scale sets disabled now are deleted in a later pass)",
+            "GARM has started %d of its %d scale sets' workers (%d deleted since) and started "
+            "none for %.0f s; going on (the scale sets disabled now are deleted in a later pass)",
             now.lookups,
             self._workers,
+            now.deleted,
             IDLE,
         )
         self._idle = True

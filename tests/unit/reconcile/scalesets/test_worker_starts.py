@@ -12,7 +12,7 @@ from collections.abc import Callable, Iterator
 
 import pytest
 
-from garm import GarmClient
+from garm import GarmClient, UpdateScaleSetParams
 from reconcile.scalesets import worker_starts
 from reconcile.scalesets.reconciler import ScalesetReconciler
 from reconcile.scalesets.retirement import Phase
@@ -30,6 +30,8 @@ from tests.unit.reconcile.scalesets.test_reconciler import (
 
 # Every scale set the tests seed is on this organisation (``add_scaleset``).
 ORPHANS = ("gone-0-0000aaaa", "gone-1-0000aaaa", "gone-2-0000aaaa")
+# Shorter than IDLE: the held starts stand for a retry loop still busy with other workers.
+BUDGET = 10.0
 
 
 class Clock:
@@ -156,6 +158,27 @@ def test_a_retry_loop_that_starts_no_worker_for_a_while_opens_the_gate(
     assert "started none for 15 s; going on" in caplog.text
 
 
+def test_scale_sets_deleted_since_garm_started_count_with_their_starts(
+    garm: GarmEmulator, client: GarmClient, clock: Clock
+) -> None:
+    # Without them, three starts would cover three listed scale sets, one still unstarted.
+    seeded(garm, held=False)
+    gone = garm.state.scaleset_by_name(ORPHANS[0])
+    assert gone is not None
+    client.update_scaleset(gone.id, UpdateScaleSetParams(enabled=False))
+    client.delete_scaleset(gone.id)
+    garm.hold_worker_starts()
+    garm.add_scaleset("late-0000aaaa", org=ORG)
+    writes = Writes(budget=BUDGET, clock=clock)
+    gate = gate_of(client, writes, clock)
+
+    assert client.github_operations()[worker_starts.LOOKUP] == 3
+    assert gate.wait() is False
+    assert [str(cut) for cut in writes.unfinished] == [
+        "waiting for GARM to start its scale sets: 2 of 3"
+    ]
+
+
 def test_scale_sets_on_a_provider_garm_did_not_load_are_not_waited_for(
     garm: GarmEmulator, client: GarmClient, clock: Clock
 ) -> None:
@@ -188,10 +211,6 @@ def test_a_garm_restart_starts_every_worker_again(garm: GarmEmulator, client: Ga
 
 
 # --- the pass ---------------------------------------------------------------------------------
-
-
-# Shorter than IDLE: the held starts stand for a retry loop still busy with other workers.
-BUDGET = 10.0
 
 
 def passes(client: GarmClient, garm: GarmEmulator, clock: Clock) -> Callable[[], Writes]:
