@@ -165,13 +165,15 @@ class PackedDriver(CharmDriver):
         return super().add_configurator(cfg)
 
     def summary(self) -> str:
-        """The hooks run so far: how many, their time, the hook-tool processes they started."""
+        """The hooks run so far: how many, their time, the hook-tool processes, failed runs."""
         seconds = sum(h.seconds for h in self.hooks)
         tools = sum(sum(h.tools.values()) for h in self.hooks)
+        retried = [f"{r.hook} {r.failure()}" for h in self.hooks for r in h.retried]
         return (
             f"Packed charm: {len(self.hooks)} hooks and actions in {seconds:.1f} s "
             f"(longest {max((h.seconds for h in self.hooks), default=0):.1f} s), "
-            f"{tools} hook-tool processes"
+            f"{tools} hook-tool processes; {len(retried)} failed run(s) retried"
+            + "".join(f"\n  retried: {r}" for r in retried)
         )
 
     def deploy_events(self) -> list[Any]:
