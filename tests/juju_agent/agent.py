@@ -14,11 +14,28 @@ juju/juju ``internal/worker/uniter/runner/context/context.go`` (``HookVars``) li
 ``PATH`` holds the tool directory, then the base's Python (``dispatch`` runs
 ``#!/usr/bin/env python3``: it must be the 3.12 the venv was built for), then the system's: a
 tool the charm calls and the stand-in does not serve fails the hook (command not found).
+
+Each hook runs as Juju runs it (``worker/uniter/runner/runner.go``): its tool server opens
+with a new context id before ``dispatch`` starts and closes when it ends, and its writes are
+committed only when it exits 0 (:func:`tests.juju_agent.hook_tool.open_context`,
+:func:`~tests.juju_agent.hook_tool.close_context`). A hook that fails (a non-zero exit, a
+kill, or a commit Juju refuses) leaves nothing of what Juju commits, and is run again, the
+same hook with the same environment and a new context id, as Juju retries a failed hook
+(``apiserver/facades/agent/retrystrategy/retrystrategy.go``: after 5 s, doubling to 5 min,
+for as long as ``automatically-retry-hooks`` is on): here after :data:`RETRY_FIRST` seconds,
+doubling to :data:`RETRY_MAX`, and at most :data:`RETRY_ATTEMPTS` runs in all, so that a
+hook that keeps failing ends the test (:meth:`HookRun.check` names every run). An action is
+run once (Juju reports its failure and retries nothing); a hook killed at
+:data:`HOOK_TIMEOUT` is not run again (the test would wait as long again).
+
+The model's Juju is by default the oldest the charm assumes (``assumes`` in
+``charmcraft.yaml``: 3.6, so 3.6.0 and its secret limits); ``juju_version`` picks another.
 """
 
 from __future__ import annotations
 
 import collections
+import dataclasses
 import json
 import os
 import shutil
@@ -26,7 +43,8 @@ import subprocess
 import sys
 import time
 import uuid
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import timedelta
 from pathlib import Path
@@ -35,21 +53,29 @@ from typing import Any
 import yaml
 
 from tests.juju_agent import charm_clock, hook_tool
+from tests.juju_model_limits import oldest_juju
 
 REPO = Path(__file__).resolve().parents[2]
 PRIME_DIR = REPO / "build" / "pack" / "prime"
-JUJU_VERSION = "3.6.12"
 MODEL_NAME = "garm-model"
 UNIT = "garm/0"
 APP = "garm"
 STORAGE_ID = "garm-data/0"
 STORAGE_LOCATION = "/var/lib/garm"
 HOOK_TIMEOUT = 600.0
+RETRY_FIRST = 0.05
+RETRY_MAX = 0.8
+RETRY_ATTEMPTS = 5
+KILLED = -9
 
 
 @dataclass(frozen=True)
 class HookRun:
-    """One hook as it ran: its exit code, output, wall time and the hook tools it called."""
+    """One hook as it ran: exit code, output, wall time, the hook tools it called.
+
+    ``refused`` is what Juju refused when it committed the hook's changes (the hook then failed
+    though it exited 0); ``retried`` the failed runs of the same hook before this one.
+    """
 
     hook: str
     returncode: int
@@ -58,12 +84,28 @@ class HookRun:
     seconds: float
     tools: collections.Counter[str]
     log: str = ""
+    refused: str | None = None
+    retried: tuple[HookRun, ...] = ()
+
+    @property
+    def ok(self) -> bool:
+        """Whether the hook succeeded: it exited 0 and Juju committed its changes."""
+        return self.returncode == 0 and self.refused is None
+
+    def failure(self) -> str:
+        """Why this run failed, in one line."""
+        if self.returncode == KILLED:
+            return f"killed after {HOOK_TIMEOUT:g} s"
+        if self.returncode != 0:
+            return f"exited {self.returncode}"
+        return f"exited 0 but its changes were refused: {self.refused}"
 
     def check(self) -> HookRun:
-        """Raise with the hook's stderr and log when it exited non-zero (the unit in error)."""
-        if self.returncode != 0:
+        """Raise with the hook's stderr and log when it failed (the unit in error)."""
+        if not self.ok:
+            runs = len(self.retried) + 1
             raise HookFailedError(
-                f"{self.hook} exited {self.returncode}:\n{self.stderr[-4000:]}\n"
+                f"{self.hook} {self.failure()} (run {runs} time(s)):\n{self.stderr[-4000:]}\n"
                 f"juju-log:\n{self.log[-4000:]}"
             )
         return self
@@ -130,9 +172,13 @@ class UnitAgent:
         prime_dir: Path = PRIME_DIR,
         python312: Path | None = None,
         leader: bool = True,
-        juju_version: str = JUJU_VERSION,
+        juju_version: str | None = None,
     ) -> None:
-        """Copy the prime directory into ``workdir``, install the tools, write a fresh model."""
+        """Copy the prime directory into ``workdir``, install the tools, write a fresh model.
+
+        ``juju_version``: the model's Juju (by default the oldest the charm assumes).
+        """
+        juju_version = juju_version or oldest_juju()
         self.workdir = workdir
         self.charm_dir = workdir / "charm"
         shutil.copytree(prime_dir, self.charm_dir, symlinks=True)
@@ -217,30 +263,68 @@ class UnitAgent:
         python3.chmod(0o755)
 
     def dispatch(self, dispatch_path: str, context: Mapping[str, str] | None = None) -> HookRun:
-        """Run the packed ``dispatch`` for ``dispatch_path`` (``hooks/install``, ...)."""
-        env = self.environment(dispatch_path, context or {})
+        """Run the packed ``dispatch`` for ``dispatch_path`` (``hooks/install``, ...) as Juju does.
+
+        A failed hook is run again (not an action, not a killed hook) until it succeeds or has
+        run :data:`RETRY_ATTEMPTS` times; the last run is returned, the failed ones before it
+        in its ``retried``.
+        """
+        failed: list[HookRun] = []
+        delay = RETRY_FIRST
+        while True:
+            run = self._run_once(dispatch_path, context or {})
+            final = run.ok or not dispatch_path.startswith("hooks/") or run.returncode == KILLED
+            if final or len(failed) + 1 >= RETRY_ATTEMPTS:
+                return dataclasses.replace(run, retried=tuple(failed))
+            failed.append(run)
+            time.sleep(delay)
+            delay = min(delay * 2, RETRY_MAX)
+
+    def _run_once(self, dispatch_path: str, context: Mapping[str, str]) -> HookRun:
+        env = self.environment(dispatch_path, context)
         start = _size(self.calls_log)
         log_start = _size(self.juju_log)
         started = time.monotonic()
-        process = subprocess.run(
-            ["./dispatch"],
-            cwd=self.charm_dir,
-            env=env,
-            capture_output=True,
-            text=True,
-            timeout=HOOK_TIMEOUT,
-            check=False,
-        )
-        seconds = time.monotonic() - started
+        hook_tool.open_context(self.model_path, env["JUJU_CONTEXT_ID"])
+        returncode = KILLED
+        try:
+            process = subprocess.run(
+                ["./dispatch"],
+                cwd=self.charm_dir,
+                env=env,
+                capture_output=True,
+                text=True,
+                timeout=HOOK_TIMEOUT,
+                check=False,
+            )
+            returncode, stdout, stderr = process.returncode, process.stdout, process.stderr
+        except subprocess.TimeoutExpired as killed:
+            stdout, stderr = _text(killed.stdout), _text(killed.stderr)
+        finally:
+            refused = hook_tool.close_context(self.model_path, commit=returncode == 0)
         return HookRun(
             hook=dispatch_path,
-            returncode=process.returncode,
-            stdout=process.stdout,
-            stderr=process.stderr,
-            seconds=seconds,
+            returncode=returncode,
+            stdout=stdout,
+            stderr=stderr,
+            seconds=time.monotonic() - started,
             tools=self.tools_since(start),
             log=_tail(self.juju_log, log_start),
+            refused=refused,
         )
+
+    @contextmanager
+    def tool_environment(self) -> Iterator[dict[str, str]]:
+        """A hook's context with no hook in it: the environment its tools run with.
+
+        The tools answer while it is open; whatever they wrote is dropped when it closes.
+        """
+        env = self.environment("hooks/update-status", {})
+        hook_tool.open_context(self.model_path, env["JUJU_CONTEXT_ID"])
+        try:
+            yield env
+        finally:
+            hook_tool.close_context(self.model_path, commit=False)
 
     def tools_since(self, offset: int) -> collections.Counter[str]:
         """The hook tools called after byte ``offset`` of the calls log, by name."""
@@ -260,6 +344,13 @@ class UnitAgent:
         with self.model(write=True) as model:
             record, model["action"] = model["action"], None
         return run, record
+
+
+def _text(output: str | bytes | None) -> str:
+    """What a killed process had written (``TimeoutExpired`` holds bytes, or None)."""
+    if isinstance(output, bytes):
+        return output.decode("utf-8", "replace")
+    return output or ""
 
 
 def _size(path: Path) -> int:

@@ -14,7 +14,8 @@ charm (:class:`tests.juju_agent.agent.UnitAgent`) in the pod
 - after it, the State is read back: the unit's databags, its secrets, statuses, opened ports and
   workload version from the model, and the ``garm`` container's plan and services from the real
   Pebble, so the story's checks (``planned_env``, ``admin_credentials``, ...) read what the
-  packed charm did. A hook that exits non-zero fails the story (the unit would be in error).
+  packed charm did. A hook that keeps failing after the agent's retries fails the story (the
+  unit would be in error); a failed run it retried left nothing behind.
 
 The charm's continuation (a Pebble custom notice, ADR 0015) is delivered as Juju delivers it:
 ``pebble-custom-notice`` with the notice's id, type and key, once per new occurrence. Not served:
@@ -164,13 +165,15 @@ class PackedDriver(CharmDriver):
         return super().add_configurator(cfg)
 
     def summary(self) -> str:
-        """The hooks run so far: how many, their time, the hook-tool processes they started."""
+        """The hooks run so far: how many, their time, the hook-tool processes, failed runs."""
         seconds = sum(h.seconds for h in self.hooks)
         tools = sum(sum(h.tools.values()) for h in self.hooks)
+        retried = [f"{r.hook} {r.failure()}" for h in self.hooks for r in h.retried]
         return (
             f"Packed charm: {len(self.hooks)} hooks and actions in {seconds:.1f} s "
             f"(longest {max((h.seconds for h in self.hooks), default=0):.1f} s), "
-            f"{tools} hook-tool processes"
+            f"{tools} hook-tool processes; {len(retried)} failed run(s) retried"
+            + "".join(f"\n  retried: {r}" for r in retried)
         )
 
     def deploy_events(self) -> list[Any]:
@@ -298,7 +301,8 @@ def _consumed_secret(secrets: dict[str, Any], secret: testing.Secret) -> None:
             "revisions": revisions,
             "latest": len(revisions),
             "consumers": {},
-            "grants": [],
+            # The remote application granted it to this one (else secret-get is refused).
+            "grants": [{"relation": None, "subject": APP}],
         }
     elif stored["revisions"][str(stored["latest"])] != latest:
         stored["latest"] += 1

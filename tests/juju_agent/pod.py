@@ -55,6 +55,8 @@ IMAGE_BIN = Path("/usr/local/bin")
 GARM_PORT = 8080
 GARM_MOVED_PORT = 18080
 POD_TIMEOUT = 1800.0
+# The exit code of a packed run that could not happen (no local part, no root).
+NOT_RUN = 1
 
 # /usr/local/bin/garm in the pod: GARM's listener moved to 127.0.0.1:<moved> (the proxy holds
 # 8080), its pid and output where the harness reads them; then the real GARM, in place.
@@ -97,17 +99,18 @@ def run_in_pod(module: str, argv: list[str], timeout: float = POD_TIMEOUT) -> in
 
 
 def into_pod(module: str, argv: list[str], what: str) -> int | None:
-    """Where ``module``'s main runs: None in the pod; else its exit code from a pod, or 0.
+    """Where ``module``'s main runs: None in the pod; else its exit code from a pod.
 
     Outside a pod, ``python -m module argv`` is run in one (:func:`run_in_pod`) and its exit
-    code is the caller's; where none can be made, one line says why (``what`` was not run).
+    code is the caller's. Where none can be made, one line says why (``what`` was not run) and
+    the code is :data:`NOT_RUN`: a run that did not happen never passes.
     """
     if in_pod():
         return None
     reason = skip_reason()
     if reason is not None:
         print(f"{what} NOT RUN on the packed charm: {reason}")
-        return 0
+        return NOT_RUN
     return run_in_pod(module, argv)
 
 
