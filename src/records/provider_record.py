@@ -388,9 +388,10 @@ def _write(
         )
         return
     secret = model.get_secret(label=label)
-    current = secret.get_info().revision
     secret.set_content(content)
-    _remove_obsolete_revision(secret, current - 1)
+    # The owner's own view moves to the new revision, so the one replaced is tracked by no one:
+    # Juju then says so with a secret-remove hook, where the charm removes it.
+    secret.get_content(refresh=True)
 
 
 def _remove(model: ops.Model, index: int) -> None:
@@ -399,22 +400,3 @@ def _remove(model: ops.Model, index: int) -> None:
     except ops.ModelError:
         # Unread anyway: the first secret says how many are read.
         logger.debug("Could not remove provider record secret %d", index)
-
-
-def _remove_obsolete_revision(secret: ops.Secret, revision: int) -> None:
-    """Remove the revision before the one just replaced.
-
-    Juju commits ``secret-set`` when the hook ends, so the revision just replaced is still the
-    latest during this hook and cannot be removed yet; Juju announces it with a
-    ``secret-remove`` event once nothing tracks it, and the charm removes it then. Here the
-    charm only clears the one before it, in case that event was missed.
-    """
-    if revision < 1:
-        return
-    try:
-        # The owner moves its own view to the newest revision, so the old one is unused.
-        secret.get_content(refresh=True)
-        secret.remove_revision(revision)
-    except ops.ModelError:
-        # Housekeeping only: a revision left behind costs storage, not correctness.
-        logger.debug("Could not remove provider record revision %d", revision)
