@@ -334,6 +334,51 @@ class UnitAgent:
         """Run hook ``name`` (``install``, ``garm-peers-relation-changed``, ...)."""
         return self.dispatch(f"hooks/{name}", context)
 
+    def remove_application(self) -> list[HookRun]:
+        """``juju remove-application garm`` as Juju 3.6's uniter runs it on this unit.
+
+        The unit and its application become dying (``goal-state`` then shows the unit
+        ``dying``: ops' ``planned_units()`` is 0). Juju's resolver, for a dying unit, runs the
+        relation hooks first (``worker/uniter/resolver.go``, ``nextOp``: "if we're dying we must
+        ensure that all relations are broken first"), then ``stop``, then ``remove``. Per
+        relation (``worker/uniter/relation/resolver.go``, ``nextHookForRelation``): a
+        ``relation-departed`` for each remote unit, in name order, whose departing unit is this
+        one (its unit or application is no longer alive), then ``relation-broken``, which a
+        peer relation never gets. Juju takes the relations in its map's order; here in id
+        order. A hook that keeps failing stops the removal there (as the unit would stay in
+        error); the runs so far are returned, the last one failed.
+        """
+        with self.model(write=True) as model:
+            model["life"] = {"unit": "dying", "app": "dying"}
+            relations = sorted(model["relations"].items(), key=lambda item: int(item[0]))
+        runs: list[HookRun] = []
+        for number, relation in relations:
+            endpoint, remote = relation["endpoint"], relation["remote_app"]
+            env = {
+                "JUJU_RELATION": endpoint,
+                "JUJU_RELATION_ID": f"{endpoint}:{number}",
+                "JUJU_REMOTE_APP": remote,
+            }
+            for unit in sorted(u for u in relation["units"] if u != UNIT):
+                with self.model(write=True) as model:
+                    model["relations"][number].setdefault("departed", []).append(unit)
+                departing = {"JUJU_REMOTE_UNIT": unit, "JUJU_DEPARTING_UNIT": UNIT}
+                runs.append(self.hook(f"{endpoint}-relation-departed", {**env, **departing}))
+                if not runs[-1].ok:
+                    return runs
+            if remote == APP:
+                continue
+            runs.append(self.hook(f"{endpoint}-relation-broken", env))
+            if not runs[-1].ok:
+                return runs
+            with self.model(write=True) as model:
+                del model["relations"][number]
+        for name in ("stop", "remove"):
+            runs.append(self.hook(name))
+            if not runs[-1].ok:
+                return runs
+        return runs
+
     def action(self, name: str, params: Mapping[str, Any] | None = None) -> tuple[HookRun, Any]:
         """Run action ``name`` as ``juju run`` does; return the run and the action's record."""
         with self.model(write=True) as model:

@@ -41,8 +41,11 @@ Each call is appended to ``calls.log`` (the tool's name) and each ``juju-log`` l
 ``juju-log.log`` beside the model, for the test's counts; no argument or content is logged.
 
 The model (JSON): ``unit``, ``app``, ``leader``, ``juju_version``, ``model_name``,
-``model_uuid``; ``config``; ``relations`` by id (``endpoint``, ``remote_app``, ``units`` and
-``apps``: the databags by unit and by application, the local ones included); ``secrets`` by id
+``model_uuid``; ``life`` (``unit`` and ``app``: ``dying`` once the application is being removed,
+else absent); ``config``; ``relations`` by id (``endpoint``, ``remote_app``, ``units`` and
+``apps``: the databags by unit and by application, the local ones included; ``departed``: the
+units that left it, whose databags a hook may still read but ``relation-list`` no longer
+names); ``secrets`` by id
 (``owner``: an application or unit name, ``remote`` for another application's; ``label``,
 ``description``, ``expire``, ``rotate``, ``revisions`` by number, ``latest``, ``pending``: the
 content a hook's ``secret-set`` gave, in the hook's view only; ``consumers``: per unit its
@@ -74,7 +77,9 @@ unit of its application, by its URI or its owner's label, at its latest revision
 leader relabels it (the secrets facade's ``getAppOwnedOrUnitOwnedSecretMetadata`` and
 ``updateLabelForAppOwnedOrUnitOwnedSecret``). Usage errors (an unknown flag, arguments the
 command's ``Init`` refuses) exit 2 and refusals 1, as Juju's ``cmd`` package does.
-``secret-add`` prints the bare URI (it has no ``--format``).
+``secret-add`` prints the bare URI (it has no ``--format``). ``goal-state`` gives the unit its
+workload status, or ``dying`` once its life is (``apiserver/facades/agent/uniter/uniter.go``,
+``goalStateUnits``), so ops' ``planned_units()`` is 0 while the application is removed.
 """
 
 from __future__ import annotations
@@ -298,7 +303,8 @@ def relation_list(model: dict[str, Any], args: Args) -> Any:
     _, relation = _relation(model, args.flag("r", "relation"))
     if args.true("app"):
         return relation["remote_app"]
-    return sorted(u for u in relation["units"] if u != model["unit"])
+    departed = set(relation.get("departed", ()))
+    return sorted(u for u in relation["units"] if u != model["unit"] and u not in departed)
 
 
 def relation_get(model: dict[str, Any], args: Args) -> Any:
@@ -658,15 +664,23 @@ def network_get(model: dict[str, Any], args: Args) -> Any:
 
 
 def goal_state(model: dict[str, Any], args: Args) -> Any:
+    """Juju's goal state: the unit's workload status, ``dying`` once it is (``goalStateUnits``).
+
+    ops' ``planned_units()`` counts the units whose status is not ``dying``.
+    """
     del args
-    since = model["status"]["unit"]["since"]
+    unit_status = model["status"]["unit"]
+    since = unit_status["since"]
+    dying = model.get("life", {}).get("unit") == "dying"
     relations: dict[str, dict[str, Any]] = {}
     for relation in model["relations"].values():
         goals = relations.setdefault(relation["endpoint"], {})
+        departed = set(relation.get("departed", ()))
         for member in [relation["remote_app"], *relation["units"]]:
-            if member != model["unit"]:
+            if member != model["unit"] and member not in departed:
                 goals[member] = {"status": "joined", "since": since}
-    return {"units": {model["unit"]: {"status": "active", "since": since}}, "relations": relations}
+    unit = {"status": "dying" if dying else unit_status["status"], "since": since}
+    return {"units": {model["unit"]: unit}, "relations": relations}
 
 
 def storage_list(model: dict[str, Any], args: Args) -> Any:
