@@ -43,7 +43,7 @@ import subprocess
 import sys
 import time
 import uuid
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import timedelta
@@ -181,6 +181,7 @@ class UnitAgent:
         juju_version = juju_version or oldest_juju()
         self.workdir = workdir
         self.charm_dir = workdir / "charm"
+        self.prime_dir = prime_dir
         shutil.copytree(prime_dir, self.charm_dir, symlinks=True)
         self.bin_dir = install_tools(workdir / "bin")
         self.model_path = workdir / "model.json"
@@ -333,6 +334,46 @@ class UnitAgent:
     def hook(self, name: str, context: Mapping[str, str] | None = None) -> HookRun:
         """Run hook ``name`` (``install``, ``garm-peers-relation-changed``, ...)."""
         return self.dispatch(f"hooks/{name}", context)
+
+    def restart_pod(self, new_workload: Callable[[], None]) -> list[HookRun]:
+        """The unit's pod deleted and made again by Kubernetes, as Juju 3.6 runs it.
+
+        Kubernetes sends the old pod SIGTERM and Juju runs ``stop`` there (the unit stays
+        alive: ``goal-state`` does not show it dying). The new pod's charm container starts
+        from the image: the charm directory is a fresh copy of the prime directory (ops'
+        ``.unit-state.db``, its stored state, gone); what the controller keeps stays (the
+        model: relations, secrets, Juju's charm state, the storage). ``new_workload`` makes
+        the workload container a new pod's (:meth:`tests.juju_agent.pod.Pod.restart_workload`).
+        Then the sequence Juju emits on a K8s unit whose pod was made again, as on a refresh:
+        ``upgrade-charm``, ``config-changed``, ``start``, then ``<container>-pebble-ready``
+        for each container of ``metadata.yaml`` (no ``leader-elected``, no relation hook;
+        ``leader-settings-changed`` only on a follower). Sources: the "What happens after juju
+        refresh" page of canonical/charm-refresh ("If, at any time, a pod is deleted and
+        re-created, Juju may emit an upgrade-charm event on that unit", Launchpad bug 2021891)
+        and the emission sequence of ops' ``upgrade-charm`` event page. A hook that keeps
+        failing stops the sequence there; the runs so far are returned, the last one failed.
+        """
+        runs = [self.hook("stop")]
+        if not runs[-1].ok:
+            return runs
+        shutil.rmtree(self.charm_dir)
+        shutil.copytree(self.prime_dir, self.charm_dir, symlinks=True)
+        new_workload()
+        hooks: list[tuple[str, dict[str, str]]] = [("upgrade-charm", {}), ("config-changed", {})]
+        if not self.read()["leader"]:
+            hooks.append(("leader-settings-changed", {}))
+        hooks.append(("start", {}))
+        hooks += [(f"{c}-pebble-ready", {"JUJU_WORKLOAD_NAME": c}) for c in self.containers()]
+        for name, context in hooks:
+            runs.append(self.hook(name, context))
+            if not runs[-1].ok:
+                return runs
+        return runs
+
+    def containers(self) -> list[str]:
+        """The workload containers of the charm's ``metadata.yaml``."""
+        meta = yaml.safe_load((self.charm_dir / "metadata.yaml").read_text(encoding="utf-8"))
+        return sorted((meta or {}).get("containers") or {})
 
     def remove_application(self) -> list[HookRun]:
         """``juju remove-application garm`` as Juju 3.6's uniter runs it on this unit.

@@ -164,6 +164,36 @@ class PackedDriver(CharmDriver):
         self.run(self.ctx.on.relation_created(cfg.relation))
         return super().add_configurator(cfg)
 
+    def restart_pod(self) -> list[Any]:
+        """The pod deleted and made again (the agent's :meth:`UnitAgent.restart_pod`).
+
+        The new Pebble numbers its notices afresh, so none counts as delivered.
+
+        Raises:
+            HookFailedError: a hook kept failing (the unit would stay in error).
+        """
+        self._write_model()
+        self._delivered.clear()
+        runs = self.agent.restart_pod(self.pod.restart_workload)
+        self.hooks.extend(runs)
+        for run in runs:
+            run.check()
+        self._read_model()
+        return runs
+
+    def remove_application(self) -> list[Any]:
+        """``juju remove-application garm``: Juju 3.6's hooks of a dying unit (the agent's).
+
+        Raises:
+            HookFailedError: a hook kept failing (the unit would stay in error).
+        """
+        self._write_model()
+        runs = self.agent.remove_application()
+        self.hooks.extend(runs)
+        for run in runs:
+            run.check()
+        return runs
+
     def summary(self) -> str:
         """The hooks run so far: how many, their time, the hook-tool processes, failed runs."""
         seconds = sum(h.seconds for h in self.hooks)
