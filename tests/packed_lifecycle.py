@@ -13,7 +13,9 @@ the charm directory fresh from the prime directory, so ops' stored state is gone
 Pebble with no state; the storage kept; then ``upgrade-charm``, ``config-changed``, ``start``,
 ``garm-pebble-ready``), then the continuations the charm asks for while it reads its
 configurator record again (ADR 0019) and ``update-status`` until Active: GARM runs again from
-the charm's plan and receives no write but the login.
+the charm's plan and receives no write but the login. It converges
+:data:`RESTART_CONFIGURATORS` configurators, more than a pass reads of the record, so that the
+new pod's charm asks for at least one continuation and the stand-in delivers it.
 
 ``removal``: ``juju remove-application garm`` as Juju 3.6 runs it on the unit
 (:meth:`tests.juju_agent.agent.UnitAgent.remove_application`: the configurators' and the
@@ -45,6 +47,9 @@ from tests.juju_agent.pod import PackedGarm
 from tests.real_garm.proxy import LOGIN_PATH
 
 CONFIGURATORS = 3
+# More configurators than a pass reads of its record (ROTATION, 20): a new pod's charm, which
+# lacks the record, asks for a continuation before it has read them all.
+RESTART_CONFIGURATORS = 25
 ACTIVE_HOOKS = 20
 
 
@@ -87,7 +92,7 @@ def removal(driver: PackedDriver, garm: PackedGarm) -> str:
 
 def restart(driver: PackedDriver, garm: PackedGarm) -> str:
     """A converged deployment's pod made again converges with no write to GARM but the login."""
-    converge(driver)
+    converge(driver, RESTART_CONFIGURATORS)
     garm.clear_requests()
     runs = driver.restart_pod()
     hooks = [r.hook.removeprefix("hooks/") for r in runs]
@@ -98,6 +103,7 @@ def restart(driver: PackedDriver, garm: PackedGarm) -> str:
         driver.run(driver.ctx.on.update_status())
         continued += driver.continue_passes()
         more += 1
+    assert continued >= 1, "the new pod's charm read its whole record in one hook"
     writes = [f"{c.method} {c.path}" for c in garm.requests if c.method != "GET"]
     logins = writes.count(f"POST {LOGIN_PATH}")
     others = [w for w in writes if w != f"POST {LOGIN_PATH}"]

@@ -43,6 +43,7 @@ import subprocess
 import sys
 import time
 import uuid
+import zlib
 from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -67,6 +68,27 @@ RETRY_FIRST = 0.05
 RETRY_MAX = 0.8
 RETRY_ATTEMPTS = 5
 KILLED = -9
+
+
+# The unit's address as the stand-in's network-get gives it.
+UNIT_ADDRESS = "127.0.0.1"
+
+
+def unit_network_settings(unit: str) -> dict[str, str]:
+    """The settings Juju writes into ``unit``'s databag of every relation it enters.
+
+    ``private-address`` and ``ingress-address`` are the unit's first ingress address for the
+    relation's endpoint, ``egress-subnets`` its egress subnets joined by commas (juju/juju
+    ``apiserver/facades/agent/uniter/uniter.go``: the relation settings written as the unit
+    enters a relation's scope and again when its addresses change). This unit's address is
+    :data:`UNIT_ADDRESS`; another application's unit gets one of 10.1.0.0/16, fixed per name.
+    """
+    if unit == UNIT:
+        address = UNIT_ADDRESS
+    else:
+        digest = zlib.crc32(unit.encode())
+        address = f"10.1.{digest % 256}.{(digest >> 8) % 254 + 1}"
+    return {"egress-subnets": f"{address}/32", "ingress-address": address, "private-address": address}
 
 
 @dataclass(frozen=True)

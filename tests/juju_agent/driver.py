@@ -42,7 +42,14 @@ from ops import testing
 from charm_pass import continuation
 from tests.charm_driver import CharmDriver, Configurator, base_state
 from tests.github_standin import GitHubStandin
-from tests.juju_agent.agent import APP, STORAGE_LOCATION, UNIT, UnitAgent, config_defaults
+from tests.juju_agent.agent import (
+    APP,
+    STORAGE_LOCATION,
+    UNIT,
+    UnitAgent,
+    config_defaults,
+    unit_network_settings,
+)
 from tests.juju_agent.pod import PackedGarm, Pod, scratch
 from tests.real_garm.github_apps import register_configured_apps
 from tests.simulate_backends import (
@@ -97,8 +104,12 @@ def _relation_env(event: Any) -> dict[str, str]:
     return env
 
 
-def _databags(relation: Any) -> tuple[str, dict[str, Any], dict[str, Any]]:
-    """A relation of the State as the model keeps it: remote app, unit and app databags."""
+def model_databags(relation: Any) -> tuple[str, dict[str, Any], dict[str, Any]]:
+    """A relation of the State as the model keeps it: remote app, unit and app databags.
+
+    Every unit's databag holds the address settings Juju writes there
+    (:func:`~tests.juju_agent.agent.unit_network_settings`) where the State gives none.
+    """
     if isinstance(relation, testing.PeerRelation):
         units = {f"{APP}/{n}": dict(d) for n, d in relation.peers_data.items()}
         apps = {APP: dict(relation.local_app_data)}
@@ -108,6 +119,7 @@ def _databags(relation: Any) -> tuple[str, dict[str, Any], dict[str, Any]]:
         units = {f"{remote}/{n}": dict(d) for n, d in relation.remote_units_data.items()}
         apps = {remote: dict(relation.remote_app_data), APP: dict(relation.local_app_data)}
     units[UNIT] = dict(relation.local_unit_data)
+    units = {name: {**unit_network_settings(name), **bag} for name, bag in units.items()}
     return remote, units, apps
 
 
@@ -254,7 +266,7 @@ class PackedDriver(CharmDriver):
             model["config"] = {**config_defaults(self.agent.charm_dir), **dict(state.config)}
             relations = {}
             for relation in state.relations:
-                remote, units, apps = _databags(relation)
+                remote, units, apps = model_databags(relation)
                 relations[str(relation.id)] = {
                     "endpoint": relation.endpoint,
                     "remote_app": remote,

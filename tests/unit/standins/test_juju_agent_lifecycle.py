@@ -1,4 +1,4 @@
-"""The application's removal and the unit databags' network keys under the unit-agent stand-in.
+"""A pod made again, the application's removal, the unit databags' address keys (stand-in).
 
 A probe charm (a ``dispatch`` that notes each hook, its remote and departing units, what
 ``relation-list`` and ``goal-state`` say) runs as the packed charm does
@@ -6,14 +6,22 @@ A probe charm (a ``dispatch`` that notes each hook, its remote and departing uni
 uniter runs on a dying unit (``worker/uniter/resolver.go``, ``worker/uniter/relation/
 resolver.go``): per relation a departed hook for each remote unit, then broken (never for the
 peer relation); then ``stop`` and ``remove``; ``goal-state`` shows the unit ``dying`` all along.
+``restart_pod`` runs ``stop``, makes the workload new, gives the charm a fresh copy of its
+directory (ops' ``.unit-state.db`` gone), keeps the model, then runs ``upgrade-charm``,
+``config-changed``, ``start`` and each container's ``pebble-ready``. Every unit databag the driver writes into the model holds the address settings Juju writes
+(``ingress-address``, ``private-address``, ``egress-subnets``).
 """
 
 from __future__ import annotations
 
 import json
+import subprocess
 from pathlib import Path
 
+from ops import testing
+
 from tests.juju_agent import agent
+from tests.juju_agent.driver import model_databags
 from tests.unit.standins.test_juju_agent_hooks import note, probe
 
 NOTE_HOOK = """
@@ -105,3 +113,85 @@ def test_a_stop_hook_that_keeps_failing_ends_the_removal_there(tmp_path: Path):
 
     assert [r.hook for r in runs] == ["hooks/stop"]
     assert not runs[-1].ok and len(runs[-1].retried) == agent.RETRY_ATTEMPTS - 1
+
+
+def test_every_unit_databag_holds_the_address_settings_juju_writes():
+    relation = testing.Relation(
+        "garm-configurator",
+        remote_app_name="cfg-a",
+        local_unit_data={},
+        remote_units_data={0: {"labels": "x"}, 1: {}},
+    )
+
+    _, units, _ = model_databags(relation)
+
+    assert units[agent.UNIT] == {
+        "egress-subnets": "127.0.0.1/32",
+        "ingress-address": "127.0.0.1",
+        "private-address": "127.0.0.1",
+    }
+    remote = [units["cfg-a/0"], units["cfg-a/1"]]
+    assert remote[0]["labels"] == "x"
+    for bag in remote:
+        address = bag["ingress-address"]
+        assert address.startswith("10.1.")
+        assert bag["private-address"] == address
+        assert bag["egress-subnets"] == f"{address}/32"
+    assert remote[0]["ingress-address"] != remote[1]["ingress-address"]
+
+
+def test_a_value_the_state_gives_is_kept():
+    relation = testing.Relation(
+        "garm-configurator", remote_app_name="cfg-a", local_unit_data={"ingress-address": "x"}
+    )
+
+    _, units, _ = model_databags(relation)
+
+    assert units[agent.UNIT]["ingress-address"] == "x"
+
+
+def test_a_pod_made_again_stops_then_starts_a_fresh_charm_dir_and_keeps_the_model(tmp_path: Path):
+    unit = probe(
+        tmp_path,
+        'echo "${JUJU_DISPATCH_PATH#hooks/} ${JUJU_WORKLOAD_NAME:--} '
+        '$([ -e .unit-state.db ] && echo old || echo fresh)" >> "$OUT/hooks"\n'
+        "touch .unit-state.db\nstate-set k=v\n",
+    )
+    (unit.prime_dir / "metadata.yaml").write_text(
+        "name: garm\ncontainers:\n  garm: {}\n", encoding="utf-8"
+    )
+    unit.hook("update-status").check()
+    workload: list[str] = []
+
+    def new_workload() -> None:
+        workload.append(note(unit, "hooks").splitlines()[-1])
+
+    runs = unit.restart_pod(new_workload)
+
+    assert all(r.ok for r in runs)
+    assert [line.rstrip() for line in note(unit, "hooks").splitlines()] == [
+        "update-status - fresh",
+        "stop - old",
+        "upgrade-charm - fresh",
+        "config-changed - old",
+        "start - old",
+        "garm-pebble-ready garm old",
+    ]
+    # The workload was made again after the old pod's stop, before the new pod's first hook.
+    assert workload == ["stop - old"]
+    # What the controller keeps stays: Juju's charm state, the peer relation; the unit lives.
+    model = unit.read()
+    assert model["state"] == {"k": "v"} and "0" in model["relations"]
+    goal = json.loads(_goal(unit))
+    assert goal["units"][agent.UNIT]["status"] != "dying"
+
+
+def _goal(unit: agent.UnitAgent) -> str:
+    with unit.tool_environment() as env:
+        return subprocess.run(
+            [str(unit.bin_dir / "goal-state"), "--format=json"],
+            env=env,
+            capture_output=True,
+            text=True,
+            check=True,
+        ).stdout
