@@ -1,4 +1,4 @@
-"""The packed charm's life under Juju beyond the story: its pod made again, its application removed.
+"""The packed charm's life under Juju beyond the story: its pod made again, its removal.
 
 Each scenario runs in a pod of its own (:mod:`tests.juju_agent.pod`): the packed charm under the
 unit-agent stand-in, real GARM run by the real Pebble from the charm's plan, the GitHub stand-in
@@ -139,7 +139,7 @@ def run_scenario(name: str) -> bool:
         garm = backend.garm.real  # type: ignore[attr-defined]
         try:
             detail = SCENARIOS[name](driver, garm)
-        except Exception:  # noqa: BLE001 - every failure is reported, the next scenario runs
+        except Exception:  # every failure is reported; the next scenario runs
             print(f"FAILED {name}: {traceback.format_exc()}", flush=True)
             print(driver.summary(), flush=True)
             return False

@@ -88,7 +88,11 @@ def unit_network_settings(unit: str) -> dict[str, str]:
     else:
         digest = zlib.crc32(unit.encode())
         address = f"10.1.{digest % 256}.{(digest >> 8) % 254 + 1}"
-    return {"egress-subnets": f"{address}/32", "ingress-address": address, "private-address": address}
+    return {
+        "egress-subnets": f"{address}/32",
+        "ingress-address": address,
+        "private-address": address,
+    }
 
 
 @dataclass(frozen=True)

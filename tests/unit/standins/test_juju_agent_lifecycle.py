@@ -8,8 +8,9 @@ resolver.go``): per relation a departed hook for each remote unit, then broken (
 peer relation); then ``stop`` and ``remove``; ``goal-state`` shows the unit ``dying`` all along.
 ``restart_pod`` runs ``stop``, makes the workload new, gives the charm a fresh copy of its
 directory (ops' ``.unit-state.db`` gone), keeps the model, then runs ``upgrade-charm``,
-``config-changed``, ``start`` and each container's ``pebble-ready``. Every unit databag the driver writes into the model holds the address settings Juju writes
-(``ingress-address``, ``private-address``, ``egress-subnets``).
+``config-changed``, ``start`` and each container's ``pebble-ready``. Every unit databag the
+driver writes into the model holds the address settings Juju writes (``ingress-address``,
+``private-address``, ``egress-subnets``).
 """
 
 from __future__ import annotations
