@@ -361,6 +361,46 @@ class UnitAgent:
         """Run hook ``name`` (``install``, ``garm-peers-relation-changed``, ...)."""
         return self.dispatch(f"hooks/{name}", context)
 
+    def obsolete_revisions(self) -> list[tuple[str, dict[str, Any], int]]:
+        """The revisions Juju would tell this unit to remove: ``(uri, secret, revision)``.
+
+        A revision of a secret the unit owns (its own; its application's while it leads) is
+        obsolete once it is not the latest and no consumer tracks it (juju/juju 3.6
+        ``domain``/``state`` secrets: the owner is sent ``secret-remove`` for each such
+        revision, ``worker/uniter/secrets/resolver.go``), and is told once
+        (``obsolete-told``, kept with the secret).
+        """
+        model = self.read()
+        found = []
+        for uri, secret in sorted(model["secrets"].items()):
+            owner = secret["owner"]
+            if owner != UNIT and not (owner == APP and model["leader"]):
+                continue
+            tracked = {c.get("revision") for c in secret["consumers"].values()}
+            told = set(secret.get("obsolete-told", ()))
+            for revision in sorted(int(r) for r in secret["revisions"]):
+                if revision < secret["latest"] and revision not in tracked | told:
+                    found.append((uri, secret, revision))
+        return found
+
+    def deliver_secret_removals(self) -> list[HookRun]:
+        """Run ``secret-remove`` for each obsolete revision (:meth:`obsolete_revisions`).
+
+        Each with Juju's variables: ``JUJU_SECRET_ID``, ``JUJU_SECRET_LABEL`` and
+        ``JUJU_SECRET_REVISION``; a revision is told once, whatever the charm does with it.
+        """
+        runs = []
+        for uri, secret, revision in self.obsolete_revisions():
+            with self.model(write=True) as model:
+                model["secrets"][uri].setdefault("obsolete-told", []).append(revision)
+            context = {
+                "JUJU_SECRET_ID": uri,
+                "JUJU_SECRET_LABEL": secret.get("label") or "",
+                "JUJU_SECRET_REVISION": str(revision),
+            }
+            runs.append(self.hook("secret-remove", context))
+        return runs
+
     def restart_pod(self, new_workload: Callable[[], None]) -> list[HookRun]:
         """The unit's pod deleted and made again by Kubernetes, as Juju 3.6 runs it.
 

@@ -152,6 +152,10 @@ class PackedDriver(CharmDriver):
         hook = self.agent.dispatch(dispatch_path, context)
         self.hooks.append(hook)
         hook.check()
+        # What Juju sends next: secret-remove for each revision the hook left obsolete.
+        for removal in self.agent.deliver_secret_removals():
+            self.hooks.append(removal)
+            removal.check()
         self._read_model()
         self.after_hook()
         return self.state

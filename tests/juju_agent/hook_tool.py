@@ -50,7 +50,8 @@ names); ``secrets`` by id
 ``description``, ``expire``, ``rotate``, ``revisions`` by number, ``latest``, ``pending``: the
 content a hook's ``secret-set`` gave, in the hook's view only; ``consumers``: per unit its
 tracked ``revision`` and ``label``; ``grants``: ``relation`` and ``subject``, the application or
-unit that may read it); ``status`` (``unit`` and ``app``: ``status``, ``message``, ``since``),
+unit that may read it; ``obsolete-told``: the revisions the owner was sent ``secret-remove``
+for); ``status`` (``unit`` and ``app``: ``status``, ``message``, ``since``),
 ``version``, ``ports``, ``state``, ``storage`` by id (``kind``, ``location``) and ``action``
 (``params``, ``results``, ``failed``, ``log``); in the hook's view, ``refusals``: what the
 commit will refuse.

@@ -10,7 +10,9 @@ peer relation); then ``stop`` and ``remove``; ``goal-state`` shows the unit ``dy
 directory (ops' ``.unit-state.db`` gone), keeps the model, then runs ``upgrade-charm``,
 ``config-changed``, ``start`` and each container's ``pebble-ready``. Every unit databag the
 driver writes into the model holds the address settings Juju writes (``ingress-address``,
-``private-address``, ``egress-subnets``).
+``private-address``, ``egress-subnets``). A revision of an owned secret that a ``secret-set``
+left behind, which no consumer tracks, is sent to the owner (the leader, for its
+application's) once, as ``secret-remove`` with its revision.
 """
 
 from __future__ import annotations
@@ -196,3 +198,56 @@ def _goal(unit: agent.UnitAgent) -> str:
             text=True,
             check=True,
         ).stdout
+
+
+SECRET_OWNER = """
+case "$JUJU_DISPATCH_PATH" in
+  hooks/install) secret-add --label own "v=1" > "$OUT/uri" ;;
+  hooks/config-changed) secret-set "$(cat "$OUT/uri")" "v=$(date +%s%N)" ;;
+  hooks/secret-remove)
+    echo "$JUJU_SECRET_ID $JUJU_SECRET_LABEL $JUJU_SECRET_REVISION" >> "$OUT/removals"
+    secret-remove "$JUJU_SECRET_ID" --revision "$JUJU_SECRET_REVISION" ;;
+esac
+"""
+
+
+def test_a_revision_a_secret_set_left_unused_is_sent_to_its_owner_to_remove(tmp_path: Path):
+    unit = probe(tmp_path, SECRET_OWNER)
+    unit.hook("install").check()
+    uri = note(unit, "uri")
+    assert unit.obsolete_revisions() == []
+    unit.hook("config-changed").check()
+
+    runs = unit.deliver_secret_removals()
+
+    assert [(r.hook, r.ok) for r in runs] == [("hooks/secret-remove", True)]
+    assert note(unit, "removals") == f"{uri} own 1"
+    secret = unit.read()["secrets"][uri]
+    assert (sorted(secret["revisions"]), secret["latest"]) == (["2"], 2)
+    # Told once.
+    assert unit.deliver_secret_removals() == []
+
+
+def test_a_revision_a_consumer_tracks_is_not_obsolete(tmp_path: Path):
+    unit = probe(tmp_path, SECRET_OWNER)
+    unit.hook("install").check()
+    uri = note(unit, "uri")
+    with unit.model(write=True) as model:
+        model["secrets"][uri]["consumers"]["cfg-a/0"] = {"revision": 1}
+    unit.hook("config-changed").check()
+    assert unit.obsolete_revisions() == []
+
+    with unit.model(write=True) as model:
+        model["secrets"][uri]["consumers"]["cfg-a/0"] = {"revision": 2}
+
+    assert [r for _, _, r in unit.obsolete_revisions()] == [1]
+
+
+def test_a_follower_is_not_sent_its_applications_obsolete_revisions(tmp_path: Path):
+    unit = probe(tmp_path, SECRET_OWNER)
+    unit.hook("install").check()
+    unit.hook("config-changed").check()
+    with unit.model(write=True) as model:
+        model["leader"] = False
+
+    assert unit.obsolete_revisions() == []
