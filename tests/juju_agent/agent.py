@@ -28,6 +28,15 @@ hook that keeps failing ends the test (:meth:`HookRun.check` names every run). A
 run once (Juju reports its failure and retries nothing); a hook killed at
 :data:`HOOK_TIMEOUT` is not run again (the test would wait as long again).
 
+Beyond single hooks, the sequences Juju runs on its own: :meth:`UnitAgent.remove_application`
+(``juju remove-application``: each relation departed and broken, then ``stop`` and ``remove``,
+``goal-state`` showing the unit dying, so ops' ``planned_units()`` is 0),
+:meth:`UnitAgent.restart_pod` (the pod made again: ``stop``, a fresh charm directory and
+workload, ``upgrade-charm``, ``config-changed``, ``start``, ``pebble-ready``) and
+:meth:`UnitAgent.deliver_secret_removals` (``secret-remove`` for each revision of an owned
+secret left obsolete). Every unit databag holds the address settings Juju writes there
+(:func:`unit_network_settings`).
+
 The model's Juju is by default the oldest the charm assumes (``assumes`` in
 ``charmcraft.yaml``: 3.6, so 3.6.0 and its secret limits); ``juju_version`` picks another.
 """
