@@ -26,7 +26,8 @@ for as long as ``automatically-retry-hooks`` is on): here after :data:`RETRY_FIR
 doubling to :data:`RETRY_MAX`, and at most :data:`RETRY_ATTEMPTS` runs in all, so that a
 hook that keeps failing ends the test (:meth:`HookRun.check` names every run). An action is
 run once (Juju reports its failure and retries nothing); a hook killed at
-:data:`HOOK_TIMEOUT` is not run again (the test would wait as long again).
+:data:`HOOK_TIMEOUT` is not run again (the test would wait as long again); one whose charm was
+killed (:meth:`UnitAgent.plan_kill`: SIGKILL at its k-th tool call) is, as any failed hook.
 
 Beyond single hooks, the sequences Juju runs on its own: :meth:`UnitAgent.remove_application`
 (``juju remove-application``: each relation departed and broken, then ``stop`` and ``remove``,
@@ -121,6 +122,7 @@ class HookRun:
     log: str = ""
     refused: str | None = None
     retried: tuple[HookRun, ...] = ()
+    timed_out: bool = False
 
     @property
     def ok(self) -> bool:
@@ -129,8 +131,10 @@ class HookRun:
 
     def failure(self) -> str:
         """Why this run failed, in one line."""
-        if self.returncode == KILLED:
+        if self.timed_out:
             return f"killed after {HOOK_TIMEOUT:g} s"
+        if self.returncode < 0:
+            return f"killed by signal {-self.returncode}"
         if self.returncode != 0:
             return f"exited {self.returncode}"
         return f"exited 0 but its changes were refused: {self.refused}"
@@ -309,7 +313,7 @@ class UnitAgent:
         delay = RETRY_FIRST
         while True:
             run = self._run_once(dispatch_path, context or {})
-            final = run.ok or not dispatch_path.startswith("hooks/") or run.returncode == KILLED
+            final = run.ok or not dispatch_path.startswith("hooks/") or run.timed_out
             if final or len(failed) + 1 >= RETRY_ATTEMPTS:
                 return dataclasses.replace(run, retried=tuple(failed))
             failed.append(run)
@@ -323,6 +327,7 @@ class UnitAgent:
         started = time.monotonic()
         hook_tool.open_context(self.model_path, env["JUJU_CONTEXT_ID"])
         returncode = KILLED
+        timed_out = False
         try:
             process = subprocess.run(
                 ["./dispatch"],
@@ -336,6 +341,7 @@ class UnitAgent:
             returncode, stdout, stderr = process.returncode, process.stdout, process.stderr
         except subprocess.TimeoutExpired as killed:
             stdout, stderr = _text(killed.stdout), _text(killed.stderr)
+            timed_out = True
         finally:
             refused = hook_tool.close_context(self.model_path, commit=returncode == 0)
         return HookRun(
@@ -347,6 +353,7 @@ class UnitAgent:
             tools=self.tools_since(start),
             log=_tail(self.juju_log, log_start),
             refused=refused,
+            timed_out=timed_out,
         )
 
     @contextmanager
@@ -369,6 +376,23 @@ class UnitAgent:
     def hook(self, name: str, context: Mapping[str, str] | None = None) -> HookRun:
         """Run hook ``name`` (``install``, ``garm-peers-relation-changed``, ...)."""
         return self.dispatch(f"hooks/{name}", context)
+
+    def plan_kill(self, dispatch_path: str, at: int) -> None:
+        """The charm's process of the next ``dispatch_path`` is SIGKILLed at its tool call ``at``.
+
+        Once: Juju's retry of the killed hook runs whole (:func:`hook_tool._killed_here`).
+        """
+        plan = {"dispatch": dispatch_path, "at": at, "count": 0, "killed": False}
+        self.model_path.with_name(hook_tool.KILL_FILE).write_text(json.dumps(plan))
+
+    def kill_plan(self) -> dict[str, Any] | None:
+        """The kill plan as it stands (``count``: the calls seen; ``killed``), or None."""
+        path = self.model_path.with_name(hook_tool.KILL_FILE)
+        return json.loads(path.read_text(encoding="utf-8")) if path.exists() else None
+
+    def clear_kill(self) -> None:
+        """No kill planned any more."""
+        self.model_path.with_name(hook_tool.KILL_FILE).unlink(missing_ok=True)
 
     def obsolete_revisions(self) -> list[tuple[str, dict[str, Any], int]]:
         """The revisions Juju would tell this unit to remove: ``(uri, secret, revision)``.

@@ -37,6 +37,9 @@ model between hooks with :func:`locked_model`. Stdlib only; the secret limits of
 deployment's Juju come from :mod:`tests.juju_model_limits` (imported only by ``secret-add``
 and ``secret-set``, it imports nothing outside the stdlib).
 
+A kill plan (``kill-plan.json``) has the charm's process sent SIGKILL at a hook's k-th tool
+call, once (:func:`_killed_here`).
+
 Each call is appended to ``calls.log`` (the tool's name) and each ``juju-log`` line to
 ``juju-log.log`` beside the model, for the test's counts; no argument or content is logged.
 
@@ -92,6 +95,7 @@ import os
 import re
 import secrets
 import shutil
+import signal
 import sys
 import time
 from collections.abc import Callable, Iterator
@@ -107,6 +111,8 @@ XID_ALPHABET = "0123456789abcdefghijklmnopqrstuv"
 # Beside the model: the running hook's context (its tool server) and its own view of the model.
 HOOK_FILE = "hook.json"
 VIEW_FILE = "hook-model.json"
+# Beside the model: where the test side plans the charm's process killed at a hook's k-th tool.
+KILL_FILE = "kill-plan.json"
 # What a hook's tools change only when it exits 0 (HookContext.Flush, doFlush).
 TRANSACTIONAL = ("relations", "secrets", "ports", "state")
 # status-set.go: the statuses a charm may set.
@@ -815,12 +821,38 @@ def _serve(tool: str, args: Args, model_path: Path) -> Any:
     return result
 
 
+def _killed_here(model_path: Path) -> bool:
+    """Whether this call is the one the kill plan names; then the charm's process is killed.
+
+    The plan (``kill-plan.json`` beside the model, written by the test side:
+    :meth:`tests.juju_agent.agent.UnitAgent.plan_kill`) names a dispatch path and ``at``, the
+    number of that hook's tool call at which the charm's process (this tool's parent: ops runs
+    each tool as its child) is sent SIGKILL, as a pod's OOM kill or node loss would end it; the
+    plan is spent after one kill.
+    """
+    plan_path = model_path.with_name(KILL_FILE)
+    if not plan_path.exists() or _env("JUJU_DISPATCH_PATH") != _load(plan_path)["dispatch"]:
+        return False
+    with _lock(model_path, exclusive=True):
+        plan = _load(plan_path)
+        if plan.get("killed"):
+            return False
+        plan["count"] = plan.get("count", 0) + 1
+        plan["killed"] = plan["count"] >= plan["at"]
+        _save(plan_path, plan)
+    if plan["killed"]:
+        os.kill(os.getppid(), signal.SIGKILL)
+    return plan["killed"]
+
+
 def run(tool: str, argv: list[str], model_path: Path) -> int:
     """Run ``tool`` with ``argv`` on the model at ``model_path``; return the exit code."""
     with (model_path.parent / "calls.log").open("a", encoding="utf-8") as calls:
         calls.write(f"{tool}\n")
     try:
         _connect(model_path)
+        if _killed_here(model_path):
+            return REFUSED
         if tool == LOG_TOOL:
             juju_log(Args(argv, {"l", "log-level"}, {"debug"}), model_path.parent / "juju-log.log")
             return 0
