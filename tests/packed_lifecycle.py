@@ -1,4 +1,4 @@
-"""The packed charm's life under Juju beyond the story: its pod made again, its removal.
+"""The packed charm's life under Juju beyond the story: pod made again, removal, kills.
 
 Each scenario runs in a pod of its own (:mod:`tests.juju_agent.pod`): the packed charm under the
 unit-agent stand-in, real GARM run by the real Pebble from the charm's plan, the GitHub stand-in
@@ -23,7 +23,14 @@ ingress's relations departed and broken, then ``stop`` and ``remove``, ``goal-st
 the unit dying); the leader's ``stop`` runs the removal cleanup (ADR 0006), and after it GARM
 holds no scale set, organisation, repository or credential.
 
-    python -m tests.packed_lifecycle [restart] [removal]
+``kills``: a small failure campaign. From a converged deployment, configurators are added one
+at a time; the ``relation-changed`` of each (after one that measures its tool calls) has the
+charm's process SIGKILLed at a sampled k-th hook-tool call (the first, a third, two thirds, the
+last: :meth:`tests.juju_agent.agent.UnitAgent.plan_kill`), and Juju's retry runs it whole.
+After each: the unit Active again, every configurator with exactly one scale set and its
+organisation in GARM, no name twice, one credential.
+
+    python -m tests.packed_lifecycle [restart] [removal] [kills]
 
 It prints ``PASSED <scenario>`` or ``FAILED <scenario>: ...`` per scenario and exits 1 when one
 failed; where no pod can be made, one ``LIFECYCLE NOT RUN on the packed charm: ...`` line and
@@ -33,6 +40,7 @@ exit code 1 (:func:`tests.juju_agent.pod.into_pod`).
 from __future__ import annotations
 
 import argparse
+import collections
 import dataclasses
 import sys
 import traceback
@@ -41,12 +49,14 @@ from collections.abc import Callable, Sequence
 import ops
 
 from tests.bench import relations
+from tests.charm_driver import configurator
 from tests.juju_agent import pod
 from tests.juju_agent.driver import PackedDriver, open_packed_backend
 from tests.juju_agent.pod import PackedGarm
 from tests.real_garm.proxy import LOGIN_PATH
 
 CONFIGURATORS = 3
+CONFIGURATOR_ENDPOINT = "garm-configurator"
 # More configurators than a pass reads of its record (ROTATION, 20): a new pod's charm, which
 # lacks the record, asks for a continuation before it has read them all.
 RESTART_CONFIGURATORS = 25
@@ -116,6 +126,90 @@ def restart(driver: PackedDriver, garm: PackedGarm) -> str:
     )
 
 
+def kills(driver: PackedDriver, garm: PackedGarm) -> str:
+    """The charm SIGKILLed at sampled tool calls of a hook that writes to GARM, then retried.
+
+    From a converged deployment, each round adds one configurator (relation-created, -joined,
+    -changed); the first round measures how many tool calls its ``relation-changed`` makes
+    (n); each later round kills the charm's process at its k-th call, for k in
+    :func:`sampled_calls` (n), and Juju's retry runs the hook whole. After each round, once the
+    continuations and ``update-status`` have run the unit to Active: every configurator has
+    exactly one scale set and its organisation, no name twice in GARM, one credential.
+    """
+    converge(driver)
+    added = CONFIGURATORS
+    changed = f"hooks/{CONFIGURATOR_ENDPOINT}-relation-changed"
+    _add(driver, added)
+    added += 1
+    measured = [h for h in driver.hooks if h.hook == changed][-1]
+    calls = sum(measured.tools.values())
+    settle(driver)
+    _check_fleet(garm, added)
+    rounds = []
+    for k in sampled_calls(calls):
+        driver.agent.plan_kill(changed, k)
+        try:
+            _add(driver, added)
+        finally:
+            plan = driver.agent.kill_plan()
+            driver.agent.clear_kill()
+        added += 1
+        hook = [h for h in driver.hooks if h.hook == changed][-1]
+        assert plan is not None and plan["killed"], f"k={k}: no kill ({plan})"
+        assert [r.failure() for r in hook.retried] == ["killed by signal 9"], hook.retried
+        settle(driver)
+        _check_fleet(garm, added)
+        rounds.append(f"k={k}")
+    return (
+        f"relation-changed of a new configurator makes {calls} tool calls; killed at "
+        f"{', '.join(rounds)}, each retried whole; {added} configurators, each with one scale "
+        "set and organisation in GARM, nothing twice, Active"
+    )
+
+
+def sampled_calls(calls: int) -> list[int]:
+    """The tool calls a hook of ``calls`` calls is killed at: the first, a third, two, the last."""
+    return sorted({1, max(1, calls // 3), max(1, 2 * calls // 3), calls})
+
+
+def settle(driver: PackedDriver) -> None:
+    """The continuations the charm asks for, then ``update-status`` until Active."""
+    driver.continue_passes()
+    for _ in range(ACTIVE_HOOKS):
+        if isinstance(driver.state.unit_status, ops.ActiveStatus):
+            return
+        driver.run(driver.ctx.on.update_status())
+        driver.continue_passes()
+    raise AssertionError(f"not Active: {driver.state.unit_status}")
+
+
+def _add(driver: PackedDriver, number: int) -> None:
+    driver.add_configurator(
+        configurator(
+            f"cfg-{number}",
+            relation_id=number + 1,
+            org=f"org-{number}",
+            labels="linux,x64",
+            extra={"min_idle_runner": "0"},
+        )
+    )
+
+
+def _check_fleet(garm: PackedGarm, count: int) -> None:
+    """Each of ``count`` configurators' one scale set and organisation; no name twice."""
+    objects = _charms_objects(garm)
+    twice = {
+        kind: [n for n, c in collections.Counter(names).items() if c > 1]
+        for kind, names in objects.items()
+    }
+    assert not any(twice.values()), f"GARM holds twice: {twice}"
+    per_cfg = collections.Counter(n.split("-runners-")[0] for n in objects["scalesets"])
+    wanted = {f"cfg-{n}": 1 for n in range(count)}
+    assert dict(per_cfg) == wanted, f"scale sets per configurator: {dict(per_cfg)}"
+    assert sorted(objects["organizations"]) == sorted(f"org-{n}" for n in range(count))
+    assert len(objects["credentials"]) == 1, objects["credentials"]
+
+
 def _charms_objects(garm: PackedGarm) -> dict[str, list[str]]:
     return {
         "scalesets": [s["name"] for s in garm.scalesets()],
@@ -128,6 +222,7 @@ def _charms_objects(garm: PackedGarm) -> dict[str, list[str]]:
 SCENARIOS: dict[str, Callable[[PackedDriver, PackedGarm], str]] = {
     "removal": removal,
     "restart": restart,
+    "kills": kills,
 }
 
 
