@@ -4,8 +4,9 @@ Run by ``tox -e pack`` after the pack. The first two need no GARM and no Pebble:
 ``install`` hook runs and sets a status; a non-executable entrypoint fails it with 126. The
 story is ``python -m tests.simulate --packed`` (simulate-real's story and both actions) in a
 pod of its own; so are ``python -m tests.packed_lifecycle restart`` (a converged pod made again
-writes nothing to GARM but the login) and ``removal`` (``juju remove-application`` runs the
-cleanup, GARM left without the charm's objects). Without real GARM or Pebble they skip with the
+writes nothing to GARM but the login), ``removal`` (``juju remove-application`` runs the
+cleanup, GARM left without the charm's objects) and ``kills`` (the charm SIGKILLed at sampled
+tool calls of a hook that writes to GARM, Juju's retry: nothing lost or twice in GARM). Without real GARM or Pebble they skip with the
 real-GARM line.
 """
 
@@ -76,3 +77,12 @@ def test_removing_the_application_leaves_garm_without_the_charms_objects(prime: 
         pytest.skip(reason)
 
     assert pod.run_in_pod("tests.packed_lifecycle", ["removal"]) == 0
+
+
+def test_a_charm_killed_mid_hook_and_retried_loses_and_doubles_nothing_in_garm(prime: Path):
+    del prime
+    reason = pod.skip_reason()
+    if reason is not None:
+        pytest.skip(reason)
+
+    assert pod.run_in_pod("tests.packed_lifecycle", ["kills"]) == 0
