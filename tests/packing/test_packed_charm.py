@@ -6,8 +6,8 @@ story is ``python -m tests.simulate --packed`` (simulate-real's story and both a
 pod of its own; so are ``python -m tests.packed_lifecycle restart`` (a converged pod made again
 writes nothing to GARM but the login), ``removal`` (``juju remove-application`` runs the
 cleanup, GARM left without the charm's objects) and ``kills`` (the charm SIGKILLed at sampled
-tool calls of a hook that writes to GARM, Juju's retry: nothing lost or twice in GARM). Without real GARM or Pebble they skip with the
-real-GARM line.
+tool calls of a hook that writes to GARM, Juju's retry: nothing lost or twice in GARM).
+Without real GARM or Pebble they skip with the real-GARM line.
 """
 
 from __future__ import annotations
