@@ -42,7 +42,14 @@ from ops import testing
 from charm_pass import continuation
 from tests.charm_driver import CharmDriver, Configurator, base_state
 from tests.github_standin import GitHubStandin
-from tests.juju_agent.agent import APP, STORAGE_LOCATION, UNIT, UnitAgent, config_defaults
+from tests.juju_agent.agent import (
+    APP,
+    STORAGE_LOCATION,
+    UNIT,
+    UnitAgent,
+    config_defaults,
+    unit_network_settings,
+)
 from tests.juju_agent.pod import PackedGarm, Pod, scratch
 from tests.real_garm.github_apps import register_configured_apps
 from tests.simulate_backends import (
@@ -97,8 +104,12 @@ def _relation_env(event: Any) -> dict[str, str]:
     return env
 
 
-def _databags(relation: Any) -> tuple[str, dict[str, Any], dict[str, Any]]:
-    """A relation of the State as the model keeps it: remote app, unit and app databags."""
+def model_databags(relation: Any) -> tuple[str, dict[str, Any], dict[str, Any]]:
+    """A relation of the State as the model keeps it: remote app, unit and app databags.
+
+    Every unit's databag holds the address settings Juju writes there
+    (:func:`~tests.juju_agent.agent.unit_network_settings`) where the State gives none.
+    """
     if isinstance(relation, testing.PeerRelation):
         units = {f"{APP}/{n}": dict(d) for n, d in relation.peers_data.items()}
         apps = {APP: dict(relation.local_app_data)}
@@ -108,6 +119,7 @@ def _databags(relation: Any) -> tuple[str, dict[str, Any], dict[str, Any]]:
         units = {f"{remote}/{n}": dict(d) for n, d in relation.remote_units_data.items()}
         apps = {remote: dict(relation.remote_app_data), APP: dict(relation.local_app_data)}
     units[UNIT] = dict(relation.local_unit_data)
+    units = {name: {**unit_network_settings(name), **bag} for name, bag in units.items()}
     return remote, units, apps
 
 
@@ -140,6 +152,10 @@ class PackedDriver(CharmDriver):
         hook = self.agent.dispatch(dispatch_path, context)
         self.hooks.append(hook)
         hook.check()
+        # What Juju sends next: secret-remove for each revision the hook left obsolete.
+        for removal in self.agent.deliver_secret_removals():
+            self.hooks.append(removal)
+            removal.check()
         self._read_model()
         self.after_hook()
         return self.state
@@ -163,6 +179,36 @@ class PackedDriver(CharmDriver):
         )
         self.run(self.ctx.on.relation_created(cfg.relation))
         return super().add_configurator(cfg)
+
+    def restart_pod(self) -> list[Any]:
+        """The pod deleted and made again (the agent's :meth:`UnitAgent.restart_pod`).
+
+        The new Pebble numbers its notices afresh, so none counts as delivered.
+
+        Raises:
+            HookFailedError: a hook kept failing (the unit would stay in error).
+        """
+        self._write_model()
+        self._delivered.clear()
+        runs = self.agent.restart_pod(self.pod.restart_workload)
+        self.hooks.extend(runs)
+        for run in runs:
+            run.check()
+        self._read_model()
+        return runs
+
+    def remove_application(self) -> list[Any]:
+        """``juju remove-application garm``: Juju 3.6's hooks of a dying unit (the agent's).
+
+        Raises:
+            HookFailedError: a hook kept failing (the unit would stay in error).
+        """
+        self._write_model()
+        runs = self.agent.remove_application()
+        self.hooks.extend(runs)
+        for run in runs:
+            run.check()
+        return runs
 
     def summary(self) -> str:
         """The hooks run so far: how many, their time, the hook-tool processes, failed runs."""
@@ -224,7 +270,7 @@ class PackedDriver(CharmDriver):
             model["config"] = {**config_defaults(self.agent.charm_dir), **dict(state.config)}
             relations = {}
             for relation in state.relations:
-                remote, units, apps = _databags(relation)
+                remote, units, apps = model_databags(relation)
                 relations[str(relation.id)] = {
                     "endpoint": relation.endpoint,
                     "remote_app": remote,

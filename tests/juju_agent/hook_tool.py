@@ -37,17 +37,24 @@ model between hooks with :func:`locked_model`. Stdlib only; the secret limits of
 deployment's Juju come from :mod:`tests.juju_model_limits` (imported only by ``secret-add``
 and ``secret-set``, it imports nothing outside the stdlib).
 
+A kill plan (``kill-plan.json``) has the charm's process sent SIGKILL at a hook's k-th tool
+call, once (:func:`_killed_here`).
+
 Each call is appended to ``calls.log`` (the tool's name) and each ``juju-log`` line to
 ``juju-log.log`` beside the model, for the test's counts; no argument or content is logged.
 
 The model (JSON): ``unit``, ``app``, ``leader``, ``juju_version``, ``model_name``,
-``model_uuid``; ``config``; ``relations`` by id (``endpoint``, ``remote_app``, ``units`` and
-``apps``: the databags by unit and by application, the local ones included); ``secrets`` by id
+``model_uuid``; ``life`` (``unit`` and ``app``: ``dying`` once the application is being removed,
+else absent); ``config``; ``relations`` by id (``endpoint``, ``remote_app``, ``units`` and
+``apps``: the databags by unit and by application, the local ones included; ``departed``: the
+units that left it, whose databags a hook may still read but ``relation-list`` no longer
+names); ``secrets`` by id
 (``owner``: an application or unit name, ``remote`` for another application's; ``label``,
 ``description``, ``expire``, ``rotate``, ``revisions`` by number, ``latest``, ``pending``: the
 content a hook's ``secret-set`` gave, in the hook's view only; ``consumers``: per unit its
 tracked ``revision`` and ``label``; ``grants``: ``relation`` and ``subject``, the application or
-unit that may read it); ``status`` (``unit`` and ``app``: ``status``, ``message``, ``since``),
+unit that may read it; ``obsolete-told``: the revisions the owner was sent ``secret-remove``
+for); ``status`` (``unit`` and ``app``: ``status``, ``message``, ``since``),
 ``version``, ``ports``, ``state``, ``storage`` by id (``kind``, ``location``) and ``action``
 (``params``, ``results``, ``failed``, ``log``); in the hook's view, ``refusals``: what the
 commit will refuse.
@@ -74,7 +81,9 @@ unit of its application, by its URI or its owner's label, at its latest revision
 leader relabels it (the secrets facade's ``getAppOwnedOrUnitOwnedSecretMetadata`` and
 ``updateLabelForAppOwnedOrUnitOwnedSecret``). Usage errors (an unknown flag, arguments the
 command's ``Init`` refuses) exit 2 and refusals 1, as Juju's ``cmd`` package does.
-``secret-add`` prints the bare URI (it has no ``--format``).
+``secret-add`` prints the bare URI (it has no ``--format``). ``goal-state`` gives the unit its
+workload status, or ``dying`` once its life is (``apiserver/facades/agent/uniter/uniter.go``,
+``goalStateUnits``), so ops' ``planned_units()`` is 0 while the application is removed.
 """
 
 from __future__ import annotations
@@ -86,6 +95,7 @@ import os
 import re
 import secrets
 import shutil
+import signal
 import sys
 import time
 from collections.abc import Callable, Iterator
@@ -101,6 +111,8 @@ XID_ALPHABET = "0123456789abcdefghijklmnopqrstuv"
 # Beside the model: the running hook's context (its tool server) and its own view of the model.
 HOOK_FILE = "hook.json"
 VIEW_FILE = "hook-model.json"
+# Beside the model: where the test side plans the charm's process killed at a hook's k-th tool.
+KILL_FILE = "kill-plan.json"
 # What a hook's tools change only when it exits 0 (HookContext.Flush, doFlush).
 TRANSACTIONAL = ("relations", "secrets", "ports", "state")
 # status-set.go: the statuses a charm may set.
@@ -298,7 +310,8 @@ def relation_list(model: dict[str, Any], args: Args) -> Any:
     _, relation = _relation(model, args.flag("r", "relation"))
     if args.true("app"):
         return relation["remote_app"]
-    return sorted(u for u in relation["units"] if u != model["unit"])
+    departed = set(relation.get("departed", ()))
+    return sorted(u for u in relation["units"] if u != model["unit"] and u not in departed)
 
 
 def relation_get(model: dict[str, Any], args: Args) -> Any:
@@ -658,15 +671,23 @@ def network_get(model: dict[str, Any], args: Args) -> Any:
 
 
 def goal_state(model: dict[str, Any], args: Args) -> Any:
+    """Juju's goal state: the unit's workload status, ``dying`` once it is (``goalStateUnits``).
+
+    ops' ``planned_units()`` counts the units whose status is not ``dying``.
+    """
     del args
-    since = model["status"]["unit"]["since"]
+    unit_status = model["status"]["unit"]
+    since = unit_status["since"]
+    dying = model.get("life", {}).get("unit") == "dying"
     relations: dict[str, dict[str, Any]] = {}
     for relation in model["relations"].values():
         goals = relations.setdefault(relation["endpoint"], {})
+        departed = set(relation.get("departed", ()))
         for member in [relation["remote_app"], *relation["units"]]:
-            if member != model["unit"]:
+            if member != model["unit"] and member not in departed:
                 goals[member] = {"status": "joined", "since": since}
-    return {"units": {model["unit"]: {"status": "active", "since": since}}, "relations": relations}
+    unit = {"status": "dying" if dying else unit_status["status"], "since": since}
+    return {"units": {model["unit"]: unit}, "relations": relations}
 
 
 def storage_list(model: dict[str, Any], args: Args) -> Any:
@@ -800,12 +821,38 @@ def _serve(tool: str, args: Args, model_path: Path) -> Any:
     return result
 
 
+def _killed_here(model_path: Path) -> bool:
+    """Whether this call is the one the kill plan names; then the charm's process is killed.
+
+    The plan (``kill-plan.json`` beside the model, written by the test side:
+    :meth:`tests.juju_agent.agent.UnitAgent.plan_kill`) names a dispatch path and ``at``, the
+    number of that hook's tool call at which the charm's process (this tool's parent: ops runs
+    each tool as its child) is sent SIGKILL, as a pod's OOM kill or node loss would end it; the
+    plan is spent after one kill.
+    """
+    plan_path = model_path.with_name(KILL_FILE)
+    if not plan_path.exists() or _env("JUJU_DISPATCH_PATH") != _load(plan_path)["dispatch"]:
+        return False
+    with _lock(model_path, exclusive=True):
+        plan = _load(plan_path)
+        if plan.get("killed"):
+            return False
+        plan["count"] = plan.get("count", 0) + 1
+        plan["killed"] = plan["count"] >= plan["at"]
+        _save(plan_path, plan)
+    if plan["killed"]:
+        os.kill(os.getppid(), signal.SIGKILL)
+    return plan["killed"]
+
+
 def run(tool: str, argv: list[str], model_path: Path) -> int:
     """Run ``tool`` with ``argv`` on the model at ``model_path``; return the exit code."""
     with (model_path.parent / "calls.log").open("a", encoding="utf-8") as calls:
         calls.write(f"{tool}\n")
     try:
         _connect(model_path)
+        if _killed_here(model_path):
+            return REFUSED
         if tool == LOG_TOOL:
             juju_log(Args(argv, {"l", "log-level"}, {"debug"}), model_path.parent / "juju-log.log")
             return 0

@@ -24,6 +24,9 @@ change to GARM's configuration); it also writes GARM's pid and log where the har
 :class:`PackedGarm` is that GARM with the harness's surface (read views, the proxy, the
 stand-in's cloud): Pebble, driven by the charm's own plan, starts and restarts it.
 
+:meth:`Pod.restart_workload` makes the workload container a new pod's: Pebble's state and what
+the charm pushed gone, the storage kept.
+
 Everything is stopped by pid: Pebble by its process group (it stops GARM first), the stand-in
 runners' agents by theirs.
 """
@@ -187,6 +190,26 @@ class Pod:
         SOCKET.parent.mkdir(parents=True, exist_ok=True)
         SOCKET.symlink_to(pebble.socket)
         return pebble
+
+    def restart_workload(self) -> None:
+        """The workload container of a new pod: Pebble's state and the charm's pushes gone.
+
+        Pebble is stopped (GARM with it), its state directory (plan, notices, changes) and
+        ``/opt/garm-charm`` (what the charm pushed: the entrypoint) emptied, and a new Pebble
+        started on a fresh state with nothing planned. Kept: ``/var/lib/garm`` (the
+        ``garm-data`` storage: GARM's database) and ``/etc/garm``, where the stand-in cloud
+        keeps its servers beside the provider's configuration (the entrypoint writes GARM's
+        configuration again at every start).
+        """
+        assert self.pebble is not None
+        self.pebble.stop()
+        for directory in (PEBBLE_DIR, Path("/opt/garm-charm")):
+            for entry in directory.iterdir():
+                if entry.is_dir() and not entry.is_symlink():
+                    shutil.rmtree(entry)
+                else:
+                    entry.unlink()
+        self.pebble.start()
 
     def client(self) -> ops.pebble.Client:
         """A Pebble client on the ``garm`` container's socket, as ops opens it."""

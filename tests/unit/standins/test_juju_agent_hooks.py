@@ -258,3 +258,35 @@ def test_ops_stored_state_rolls_back_with_a_failed_hook(tmp_path: Path):
     assert run.ok and len(run.retried) == 1
     assert unit.read()["status"]["unit"]["message"] == "hook 2"
     assert (unit.charm_dir / ".unit-state.db").exists()
+
+
+def test_a_charm_killed_at_its_kth_tool_call_commits_nothing_and_its_retry_runs_whole(
+    tmp_path: Path,
+):
+    unit = probe(tmp_path, WRITES)
+    unit.plan_kill("hooks/update-status", 3)
+
+    run = unit.hook("update-status")
+
+    assert run.ok
+    (killed,) = run.retried
+    assert (killed.returncode, killed.failure()) == (-9, "killed by signal 9")
+    assert unit.kill_plan() == {
+        "dispatch": "hooks/update-status",
+        "at": 3,
+        "count": 3,
+        "killed": True,
+    }
+    # The killed run's two writes were dropped; the retry's committed once.
+    assert committed(unit)["secrets"] == ["probe"]
+    assert killed.tools["secret-add"] == 1 and killed.tools["state-set"] == 0
+
+
+def test_a_kill_planned_for_another_hook_leaves_this_one_alone(tmp_path: Path):
+    unit = probe(tmp_path, WRITES)
+    unit.plan_kill("hooks/config-changed", 1)
+
+    run = unit.hook("update-status")
+
+    assert run.ok and run.retried == ()
+    assert unit.kill_plan()["count"] == 0
