@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import json
 import logging
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, fields
 from typing import Protocol
 
@@ -345,17 +345,19 @@ def save_record(
     stored: Stored | None,
     providers: Sequence[ProviderConfig],
     digest_key: str = "",
+    peer_fields: Mapping[str, str] | None = None,
 ) -> Stored:
     """Write the record's secrets whose content changed; remove those no longer needed.
 
     The digests of what is stored go to ``garm-peers`` (written only when they change), so the
-    next hook reads each secret once (:func:`load_record`).
+    next hook reads each secret once (:func:`load_record`); ``peer_fields``, other fields of
+    that databag, go with them in one ``relation-set``.
 
     Returns:
         The content of each record secret now stored.
     """
     wanted = record_layout(providers)
-    LatestRevisions(model, digest_key, DIGESTS_KEY).record(wanted)
+    LatestRevisions(model, digest_key, DIGESTS_KEY).record(wanted, peer_fields)
     before = stored or ()
     if wanted == before:
         return wanted
@@ -387,11 +389,9 @@ def _write(
             content, label=label, description="OpenStack providers GARM must keep loaded"
         )
         return
-    secret = model.get_secret(label=label)
-    secret.set_content(content)
-    # The owner's own view moves to the new revision, so the one replaced is tracked by no one:
-    # Juju then says so with a secret-remove hook, where the charm removes it.
-    secret.get_content(refresh=True)
+    # The revision it replaces is removed in the secret-remove hook Juju sends once nothing
+    # tracks it (the next hook's read moves this unit's own view on, ``load_record``).
+    model.get_secret(label=label).set_content(content)
 
 
 def _remove(model: ops.Model, index: int) -> None:
