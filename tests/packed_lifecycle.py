@@ -73,13 +73,7 @@ def converge(driver: PackedDriver, count: int = CONFIGURATORS) -> None:
     )
     for event in driver.deploy_events():
         driver.run(event)
-    driver.continue_passes()
-    for _ in range(ACTIVE_HOOKS):
-        if isinstance(driver.state.unit_status, ops.ActiveStatus):
-            return
-        driver.run(driver.ctx.on.update_status())
-        driver.continue_passes()
-    raise AssertionError(f"not Active after {len(driver.hooks)} hooks: {driver.state.unit_status}")
+    settle(driver)
 
 
 def removal(driver: PackedDriver, garm: PackedGarm) -> str:
@@ -180,7 +174,7 @@ def settle(driver: PackedDriver) -> None:
             return
         driver.run(driver.ctx.on.update_status())
         driver.continue_passes()
-    raise AssertionError(f"not Active: {driver.state.unit_status}")
+    raise AssertionError(f"not Active after {len(driver.hooks)} hooks: {driver.state.unit_status}")
 
 
 def _add(driver: PackedDriver, number: int) -> None:
