@@ -78,7 +78,6 @@ class GarmCharm(ops.CharmBase):
         framework.observe(on.scaleset_status_action, self._on_scaleset_status_action)
         framework.observe(on.stop, self._on_stop)
         container = on[pebble_layer.CONTAINER_NAME]
-        framework.observe(container.pebble_check_failed, self._on_check_failed)
         framework.observe(container.pebble_custom_notice, self._on_custom_notice)
         cos.push_security_events(self)
         self.backup = backup_target.offer(self)
@@ -129,9 +128,6 @@ class GarmCharm(ops.CharmBase):
             poll_interval=self.teardown_poll_interval,
         )
 
-    def _on_check_failed(self, event: ops.PebbleCheckFailedEvent) -> None:
-        pebble_layer.report_check_failed(event)
-
     def _on_custom_notice(self, event: ops.PebbleCustomNoticeEvent) -> None:
         if continuation.is_continuation(event):
             self._on_reconcile_event(event)
@@ -162,6 +158,7 @@ class GarmCharm(ops.CharmBase):
         if owned is None:
             return Outcome(ops.WaitingStatus(WAITING_SECRETS))
         if not leader:
+            self.configurators.forget()  # a record kept only while leader stays true
             leadership.stand_by(self.shown, container, "this unit is no longer the leader")
             blocked = leadership.units_blocked(self.model, self._planned_units)
             return Outcome(blocked or ops.ActiveStatus(STANDBY))

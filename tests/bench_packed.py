@@ -12,8 +12,10 @@ CPU of the hook's processes (the charm and its tools; ``RUSAGE_CHILDREN``, GARM 
 reads and writes (the recording proxy), and the hook tools run. It also times one hook-tool
 process (``is-leader --format=json``, ``--tool-runs`` times, on the N=... model file).
 
-It exits non-zero when a converged hook wrote to GARM (login aside) or to Juju (``relation-set``,
-``secret-set``, ``secret-add``), as ``tests/bench.py`` does. Timings are measured, never asserted.
+It exits non-zero when a converged hook wrote to GARM (login aside) or to Juju (any tool of
+:data:`JUJU_WRITES`), as ``tests/bench.py`` does, and when it could not run at all (no real
+GARM or Pebble, not root: ``BENCH NOT RUN on the packed charm: ...``). Timings are measured,
+never asserted.
 
     python -m tests.bench_packed [--sizes 10 100 500] [--repeats 3] [--tool-runs 100]
 """
@@ -23,7 +25,6 @@ from __future__ import annotations
 import argparse
 import collections
 import dataclasses
-import os
 import resource
 import statistics
 import subprocess
@@ -35,12 +36,28 @@ from typing import Any
 import ops
 
 from tests.bench import call_key, relations
-from tests.juju_agent import hook_tool, pod
-from tests.juju_agent.agent import REPO, UnitAgent
+from tests.juju_agent import pod
+from tests.juju_agent.agent import UnitAgent
 from tests.juju_agent.driver import PackedDriver, open_packed_backend
 from tests.real_garm.proxy import LOGIN_PATH
 
-JUJU_WRITES = ("relation-set", "secret-set", "secret-add")
+# Every tool that writes to Juju: what Juju commits with the hook (relation settings, secrets,
+# ports, charm state) and the unit's workload version. Not status-set: the leader sets the
+# application's status in every pass by design (src/records/unit_shown.py: another unit may
+# have set it since), and the calls log cannot tell it from the unit's.
+JUJU_WRITES = (
+    "relation-set",
+    "secret-add",
+    "secret-set",
+    "secret-remove",
+    "secret-grant",
+    "secret-revoke",
+    "state-set",
+    "state-delete",
+    "open-port",
+    "close-port",
+    "application-version-set",
+)
 ACTIVE_HOOKS = 20
 
 
@@ -82,17 +99,16 @@ def converged_hook(driver: PackedDriver, garm: Any) -> tuple[float, float, int, 
 
 
 def tool_process_ms(agent: UnitAgent, runs: int) -> float:
-    """Mean wall milliseconds of one ``is-leader --format=json`` process on ``agent``'s model."""
-    env = {
-        "PATH": os.environ.get("PATH", ""),
-        hook_tool.MODEL_ENV: str(agent.model_path),
-        hook_tool.REPO_ENV: str(REPO),
-    }
+    """Mean wall milliseconds of one ``is-leader --format=json`` process on ``agent``'s model.
+
+    The tool runs in a hook's context as the charm's do (outside one it is refused).
+    """
     tool = str(agent.bin_dir / "is-leader")
-    started = time.perf_counter()
-    for _ in range(runs):
-        subprocess.run([tool, "--format=json"], env=env, capture_output=True, check=True)
-    return (time.perf_counter() - started) / runs * 1000
+    with agent.tool_environment() as env:
+        started = time.perf_counter()
+        for _ in range(runs):
+            subprocess.run([tool, "--format=json"], env=env, capture_output=True, check=True)
+        return (time.perf_counter() - started) / runs * 1000
 
 
 def bench(count: int, repeats: int, tool_runs: int) -> Measured:
@@ -143,7 +159,7 @@ def bench(count: int, repeats: int, tool_runs: int) -> Measured:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """Print the table; return 1 if a converged hook wrote."""
+    """Print the table; return 1 if a converged hook wrote or the bench could not run."""
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--sizes", type=int, nargs="+", default=[10, 100, 500])
     parser.add_argument("--repeats", type=int, default=3, help="converged hooks per size")

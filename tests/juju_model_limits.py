@@ -21,7 +21,7 @@ binfmts.h``.
 The charm driver applies them in every hook it runs (unit tests, simulation, bench, faults);
 the Juju unit-agent stand-in's ``secret-add`` and ``secret-set`` refuse with
 :func:`secret_refusal` (so the module imports only the stdlib at its top: ops, scenario and
-yaml where they are used).
+yaml where they are used), its model's Juju by default :func:`oldest_juju`.
 """
 
 from __future__ import annotations
@@ -62,6 +62,12 @@ def minimum_juju() -> str:
         if isinstance(entry, str) and entry.startswith("juju >="):
             return entry.split(">=", 1)[1].strip()
     raise AssertionError("charmcraft.yaml assumes no minimum Juju")
+
+
+def oldest_juju() -> str:
+    """The oldest Juju release the charm assumes: its minimum as a release (``3.6`` is 3.6.0)."""
+    parts = minimum_juju().split(".")
+    return ".".join([*parts, *["0"] * (3 - len(parts))])
 
 
 def _version(text: str) -> tuple[int, ...]:

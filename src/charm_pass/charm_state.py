@@ -4,8 +4,9 @@ Owns ``CharmState.from_charm``, which builds what one pass wants (a ``DesiredSta
 garm-configurator relations as the unit's record holds them (``configurator_record``), the
 debug-ssh relation and the configurator secrets (through
 ``configurator_secrets``, which reads each only when its content is needed; with the garm-agent
-binaries the caller read from the image, and the shell kept off without a TLS ingress), and
-the short status text of its input problems. The parsing itself lives in
+binaries the caller read from the image, the shell kept off without a TLS ingress, and the
+tmate relay given to the scale sets with a runner proxy when ``use-runner-proxy-for-tmate`` is
+on), and the short status text of its input problems. The parsing itself lives in
 ``configurator_parser`` and ``debug_ssh``, the objects in ``desired_state``. Knows Juju; must
 not import the GARM client or a reconciler.
 """
@@ -34,12 +35,15 @@ from vocabulary.desired_state import (
     UnitData,
 )
 from vocabulary.notices import Notice, Severity
+from vocabulary.tmate_relay import DebugSshConnection, RelayRefused, TmateRelay
 
 logger = logging.getLogger(__name__)
 
 # A shell is asked of GARM only when runners reach it over TLS (``withhold_shell``).
 TLS_SCHEME = "https"
 SHELL_NEEDS_TLS = "the shell needs a TLS ingress (https)"
+# The charm option that gives scale sets with a runner proxy a tmate relay through it.
+USE_RUNNER_PROXY_FOR_TMATE = "use-runner-proxy-for-tmate"
 
 
 @dataclasses.dataclass(frozen=True)
@@ -91,6 +95,7 @@ class CharmState(DesiredState):
         unpublished = unpublished_relation_ids(relation_ids, units)
         external_url = ingress.external_base_url(charm)
         scalesets, withheld = withhold_shell(parsed.scalesets, external_url)
+        scalesets, relay_problems = _relayed(charm, scalesets, debug.connections)
         return cls(
             providers=parsed.providers,
             credentials=parsed.credentials,
@@ -101,7 +106,7 @@ class CharmState(DesiredState):
             configurator_relation_count=len(relation_ids),
             unpublished_relation_ids=unpublished,
             unpublished_apps=tuple(configurators.apps[rid] for rid in unpublished),
-            problems=parsed.problems + debug.problems,
+            problems=parsed.problems + debug.problems + relay_problems,
             held=parsed.held,
             prune=not parsed.identity_unknown and not unpublished,
             agent_tools=tools or AgentTools(),
@@ -138,6 +143,60 @@ def withhold_shell(
             ", ".join(withheld),
         )
     return tuple(dataclasses.replace(s, enable_shell=False) for s in scalesets), withheld
+
+
+def _relayed(
+    charm: ops.CharmBase,
+    scalesets: tuple[ScalesetSpec, ...],
+    connections: Sequence[DebugSshConnection],
+) -> tuple[tuple[ScalesetSpec, ...], tuple[InputProblem, ...]]:
+    """The scale sets with their tmate relays, when the option asks for them.
+
+    The option is read (a ``config-get``) only where a relay could be given: a tmate server is
+    related and some scale set has a runner proxy.
+    """
+    if not connections or not any(s.runner_config.runner_http_proxy for s in scalesets):
+        return scalesets, ()
+    if not charm.config.get(USE_RUNNER_PROXY_FOR_TMATE):
+        return scalesets, ()
+    return with_tmate_relays(scalesets, connections[0])
+
+
+def with_tmate_relays(
+    scalesets: Sequence[ScalesetSpec], server: DebugSshConnection
+) -> tuple[tuple[ScalesetSpec, ...], tuple[InputProblem, ...]]:
+    """Give each scale set with a runner proxy a tmate relay to ``server`` through it.
+
+    A scale set without a proxy keeps the server's own address (nothing would listen on its
+    runners' relay port). A proxy value, or a server host, the relay cannot be built from is a
+    problem naming the configurator (or the tmate unit) and the key, never the value: that scale
+    set gets no relay and keeps the server's own address.
+
+    Returns:
+        The scale sets, and the problems (one per source and reason).
+    """
+    relayed: list[ScalesetSpec] = []
+    problems: dict[tuple[str, str], InputProblem] = {}
+    for spec in scalesets:
+        proxy = spec.runner_config.runner_http_proxy
+        if not proxy:
+            relayed.append(spec)
+            continue
+        try:
+            relay = TmateRelay.through(proxy, server)
+        except RelayRefused as refused:
+            source = (server.unit_name or "debug-ssh") if refused.server_side else spec.source
+            problems.setdefault((source, refused.reason), InputProblem(source, refused.reason))
+            relayed.append(spec)
+            continue
+        relayed.append(dataclasses.replace(spec, tmate_relay=relay))
+    for problem in problems.values():
+        logger.warning(
+            "no tmate relay (%s, from %s): runners are told the tmate server's own address",
+            problem.reason,
+            problem.source,
+        )
+    return tuple(relayed), tuple(problems.values())
 
 
 def describe_problems(problems: Sequence[InputProblem]) -> str:

@@ -13,7 +13,7 @@ next at once too, whose readiness wait gives GARM its restart, ``AWAY_RETRIES`` 
 comes when Pebble's check of GARM recovers (``pebble-check-recovered``, which only follows a
 failed check, so a GARM that stays down never makes a hook loop) or at ``update-status``. Owns
 the notice's key, recording it, telling the charm's own notice from any other, and that count.
-Knows ops and Pebble only: no relation, no GARM.
+A failed check of GARM is reported here too. Knows ops and Pebble only: no relation, no GARM.
 """
 
 from __future__ import annotations
@@ -22,6 +22,8 @@ import logging
 from typing import cast
 
 import ops
+
+from workload import pebble_layer
 
 logger = logging.getLogger(__name__)
 
@@ -58,17 +60,25 @@ def is_continuation(event: ops.PebbleCustomNoticeEvent) -> bool:
 
 
 class NextPass(ops.Object):
-    """Passes in a row that GARM's going away ended, and the next pass they ask for."""
+    """Passes in a row that GARM's going away ended, and Pebble's check of GARM.
+
+    A failed check is reported (``pebble_layer.report_check_failed``); a recovered one asks
+    for the next pass when the last one ended with GARM gone.
+    """
 
     _stored = ops.StoredState()
 
     def __init__(self, charm: ops.CharmBase, container_name: str) -> None:
-        """Count from the unit's stored state; a recovered check of GARM asks for a pass."""
+        """Count from the unit's stored state; observe Pebble's check events."""
         super().__init__(charm, "next-pass")
         self._unit = charm.unit.name
         self._stored.set_default(away=0)
         container = charm.on[container_name]
+        charm.framework.observe(container.pebble_check_failed, self._on_check_failed)
         charm.framework.observe(container.pebble_check_recovered, self._on_check_recovered)
+
+    def _on_check_failed(self, event: ops.PebbleCheckFailedEvent) -> None:
+        pebble_layer.report_check_failed(event)
 
     def _on_check_recovered(self, event: ops.PebbleCheckRecoveredEvent) -> None:
         if self._stored.away:

@@ -99,12 +99,11 @@ def read_wanted(
         refreshed=refreshed,
     )
     state = CharmState.from_charm(charm, configurators, memory.incumbents, tools, secrets=secrets)
-    secrets.save()
     admitted = provider_record.admit(record, provider_record.merge(record, state.providers))
     # Stored before it is published: whatever this hook does next, GARM never runs with a
-    # provider the record could forget.
+    # provider the record could forget. The secrets' ledger goes in the same relation-set.
     stored = provider_record.save_record(
-        charm.app, charm.model, stored, admitted.providers, owned.jwt_secret
+        charm.app, charm.model, stored, admitted.providers, owned.jwt_secret, secrets.ledger()
     )
     return Wanted(memory, state, admitted, stored)
 

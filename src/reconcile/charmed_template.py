@@ -19,8 +19,8 @@ from garm import (
     to_base64,
 )
 from reconcile.containment import contain
-from vocabulary.desired_state import DebugSshConnection
 from vocabulary.runner_template import prepend_after_shebang, render_tmate_snippet
+from vocabulary.tmate_relay import DebugSshConnection
 
 logger = logging.getLogger(__name__)
 

@@ -11,7 +11,9 @@ last said, and reads from Juju only the relations that may have changed:
   changed without its event (a hook lost with a pod) is seen within ⌈N/``ROTATION``⌉ hooks;
   relations the record lacks (a new pod, a refresh, an entry that does not parse) come first.
 
-Relation ids Juju no longer lists leave the record. Until every listed relation has been read
+Relation ids Juju no longer lists leave the record, and a unit that is not the leader reads no
+relation, so it drops its record (``forget``): a unit elected again reads every relation anew.
+Until every listed relation has been read
 once (``ConfiguratorView.unread``), the record cannot stand for the whole desired state: the
 caller waits and asks for the next pass. The record is ops' ``StoredState``, beside the charm:
 ops commits it only when the hook succeeds, and it goes with the pod. Each entry carries the
@@ -97,6 +99,14 @@ class ConfiguratorRecord(ops.Object):
     def _on_secret_changed(self, event: ops.SecretChangedEvent) -> None:
         if event.secret.id:
             self._stale_secrets.add(_secret_key(event.secret.id))
+
+    def forget(self) -> None:
+        """Drop the record: a unit that is not the leader reads no relation, so it would age.
+
+        A unit that becomes the leader again then reads every relation anew.
+        """
+        if self._stored.entries:
+            self._stored.entries = {}
 
     def read(self, *, rotate: bool = True) -> ConfiguratorView:
         """Read what may have changed, keep it, and return every relation as the record has it.

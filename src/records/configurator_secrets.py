@@ -104,11 +104,19 @@ class ConfiguratorSecrets:
     def save(self) -> None:
         """Leader: keep what this pass read or vouched for (nothing written when unchanged)."""
         data = peer_app_data(self._model)
+        if data is not None:
+            write_changed(data, self.ledger())
+
+    def ledger(self) -> dict[str, str]:
+        """The ledger's field as ``garm-peers`` should hold it after this pass, or nothing.
+
+        For a caller that writes it with other fields of the databag, in one ``relation-set``.
+        """
+        data = peer_app_data(self._model)
         if data is None or (not self._used and LEDGER_KEY not in data):
-            return
+            return {}
         # An empty ledger leaves the databag (ops deletes a key set to "").
-        wanted = json.dumps(self._used, sort_keys=True) if self._used else ""
-        write_changed(data, {LEDGER_KEY: wanted})
+        return {LEDGER_KEY: json.dumps(self._used, sort_keys=True) if self._used else ""}
 
     def _password_digest(self, value: str) -> str:
         return keyed_digest(self._digest_key, value)

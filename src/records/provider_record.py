@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import json
 import logging
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, fields
 from typing import Protocol
 
@@ -345,17 +345,19 @@ def save_record(
     stored: Stored | None,
     providers: Sequence[ProviderConfig],
     digest_key: str = "",
+    peer_fields: Mapping[str, str] | None = None,
 ) -> Stored:
     """Write the record's secrets whose content changed; remove those no longer needed.
 
     The digests of what is stored go to ``garm-peers`` (written only when they change), so the
-    next hook reads each secret once (:func:`load_record`).
+    next hook reads each secret once (:func:`load_record`); ``peer_fields``, other fields of
+    that databag, go with them in one ``relation-set``.
 
     Returns:
         The content of each record secret now stored.
     """
     wanted = record_layout(providers)
-    LatestRevisions(model, digest_key, DIGESTS_KEY).record(wanted)
+    LatestRevisions(model, digest_key, DIGESTS_KEY).record(wanted, peer_fields)
     before = stored or ()
     if wanted == before:
         return wanted
@@ -387,10 +389,9 @@ def _write(
             content, label=label, description="OpenStack providers GARM must keep loaded"
         )
         return
-    secret = model.get_secret(label=label)
-    current = secret.get_info().revision
-    secret.set_content(content)
-    _remove_obsolete_revision(secret, current - 1)
+    # The revision it replaces is removed in the secret-remove hook Juju sends once nothing
+    # tracks it (the next hook's read moves this unit's own view on, ``load_record``).
+    model.get_secret(label=label).set_content(content)
 
 
 def _remove(model: ops.Model, index: int) -> None:
@@ -399,22 +400,3 @@ def _remove(model: ops.Model, index: int) -> None:
     except ops.ModelError:
         # Unread anyway: the first secret says how many are read.
         logger.debug("Could not remove provider record secret %d", index)
-
-
-def _remove_obsolete_revision(secret: ops.Secret, revision: int) -> None:
-    """Remove the revision before the one just replaced.
-
-    Juju commits ``secret-set`` when the hook ends, so the revision just replaced is still the
-    latest during this hook and cannot be removed yet; Juju announces it with a
-    ``secret-remove`` event once nothing tracks it, and the charm removes it then. Here the
-    charm only clears the one before it, in case that event was missed.
-    """
-    if revision < 1:
-        return
-    try:
-        # The owner moves its own view to the newest revision, so the old one is unused.
-        secret.get_content(refresh=True)
-        secret.remove_revision(revision)
-    except ops.ModelError:
-        # Housekeeping only: a revision left behind costs storage, not correctness.
-        logger.debug("Could not remove provider record revision %d", revision)

@@ -45,8 +45,8 @@ class LatestRevisions:
         """Read the digests kept under ``field``; none without a key or a peer relation."""
         self._key = key.encode()
         self._field = field
-        self._data = peer_app_data(model) if key else None
-        raw = self._data.get(self._field, "") if self._data is not None else ""
+        self._data = peer_app_data(model)
+        raw = self._data.get(self._field, "") if self._data is not None and key else ""
         self._digests = raw.split(",") if raw else []
 
     def holds(self, index: int, content: Mapping[str, str]) -> bool:
@@ -57,7 +57,15 @@ class LatestRevisions:
         """The keyed digest of one secret's content."""
         return keyed_digest(self._key, json.dumps(dict(content), sort_keys=True))[:32]
 
-    def record(self, stored: Sequence[Mapping[str, str]]) -> None:
-        """Leader: keep the digests of what is now stored (nothing written when unchanged)."""
-        if self._data is not None:
-            write_changed(self._data, {self._field: ",".join(map(self.digest, stored))})
+    def record(
+        self, stored: Sequence[Mapping[str, str]], beside: Mapping[str, str] | None = None
+    ) -> None:
+        """Leader: keep the digests of what is now stored (nothing written when unchanged).
+
+        ``beside``: other fields of the databag to write in the same ``relation-set``.
+        """
+        fields = dict(beside or {})
+        if self._key:
+            fields[self._field] = ",".join(map(self.digest, stored))
+        if self._data is not None and fields:
+            write_changed(self._data, fields)

@@ -1,8 +1,9 @@
 """The debug-ssh relation: the tmate servers runners may offer a debug session through.
 
 Owns the relation name, its keys and the parse of its unit databags into
-``desired_state.DebugSshConnection``s; the charmed template puts the first one into every
-runner. Must not import ops or the GARM client: it works on detached ``UnitData``.
+``tmate_relay.DebugSshConnection``s; the charmed template puts the first one into every runner
+(a scale set with a tmate relay has the relay's address in its own template). Must not import
+ops or the GARM client: it works on detached ``UnitData``.
 """
 
 from __future__ import annotations
@@ -12,8 +13,9 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from relations.configurator_contract import DECIMAL
-from vocabulary.desired_state import DebugSshConnection, InputProblem, UnitData
+from vocabulary.desired_state import InputProblem, UnitData
 from vocabulary.runner_options import MAX_PORT
+from vocabulary.tmate_relay import DebugSshConnection
 
 logger = logging.getLogger(__name__)
 
@@ -79,6 +81,7 @@ def parse_debug_ssh(units: Sequence[UnitData]) -> DebugSshInputs:
                 port=int(port),
                 rsa_fingerprint=values["rsa_fingerprint"].strip(),
                 ed25519_fingerprint=values["ed25519_fingerprint"].strip(),
+                unit_name=unit.unit_name,
             )
         )
     connections.sort(key=lambda c: (c.host, c.port))

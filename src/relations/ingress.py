@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import logging
+from collections.abc import Mapping
 from typing import cast
 from urllib.parse import urlsplit
 
@@ -35,10 +36,14 @@ def _unit_host(charm: ops.CharmBase) -> str:
 
 
 class PodAddress(ops.Object):
-    """The pod's IP address, read from Juju once a pod (its own ``StoredState``, gone with it).
+    """What this pod knows of its ingress request: its IP and what it last published.
 
-    A pod keeps its address for its life, and each read is a ``network-get`` (a process under
-    Juju) in every hook with an ingress relation.
+    Both are the unit's own ``StoredState``, gone with the pod. A pod keeps its address for its
+    life, and each read is a ``network-get`` (a process under Juju); and only this unit writes
+    its unit databag (only the leader the application's), so a request equal to the one this
+    pod last wrote on the same relation is not read back to be compared (two ``relation-get``
+    a hook). What the application databag held is forgotten when the unit is elected: another
+    leader may have written it since.
     """
 
     _stored = ops.StoredState()
@@ -47,13 +52,34 @@ class PodAddress(ops.Object):
         """Remember nothing yet on a new pod."""
         super().__init__(charm, "pod-address")
         self._charm = charm
-        self._stored.set_default(ip=None)
+        self._stored.set_default(ip=None, sent={})
+        charm.framework.observe(charm.on.leader_elected, self._on_leader_elected)
+
+    def _on_leader_elected(self, _: ops.LeaderElectedEvent) -> None:
+        self._stored.sent = {k: v for k, v in self._sent().items() if k != "app"}
 
     def ip(self, relation: ops.Relation) -> str | None:
         """The pod's IP as ``relation``'s binding gives it; None while the pod starts."""
         if self._stored.ip is None:
             self._stored.ip = _binding_ip(self._charm, relation)
         return cast("str | None", self._stored.ip)
+
+    def publish(
+        self,
+        relation: ops.Relation,
+        side: str,
+        databag: ops.RelationDataContent,
+        wanted: dict[str, str],
+    ) -> None:
+        """Write ``wanted`` to ``databag`` (our ``side``: app or unit) unless this pod did."""
+        sent = f"{relation.id}:{json.dumps(wanted, sort_keys=True)}"
+        if self._sent().get(side) == sent:
+            return
+        write_changed(databag, wanted)
+        self._stored.sent = {**self._sent(), side: sent}
+
+    def _sent(self) -> dict[str, str]:
+        return dict(cast("Mapping[str, str]", self._stored.sent))
 
 
 def _binding_ip(charm: ops.CharmBase, relation: ops.Relation) -> str | None:
@@ -75,17 +101,19 @@ def publish_ingress_request(charm: ops.CharmBase, pod: PodAddress) -> None:
     The leader writes the application data (model, name, port, strip-prefix, redirect-https,
     scheme); every unit writes its own host and pod IP (``null`` when unknown). All values are
     JSON-encoded, as the ingress v2 interface requires. Values already in place are not
-    rewritten.
+    rewritten, and a request this pod already wrote is not read back (``PodAddress``).
 
     Args:
         charm: the charm whose relation data is written.
-        pod: the pod's address, as this pod read it.
+        pod: the pod's address and what it last published, as this pod knows them.
     """
     relation = charm.model.get_relation(INGRESS_RELATION)
     if relation is None:
         return
     if charm.unit.is_leader():
-        write_changed(
+        pod.publish(
+            relation,
+            "app",
             relation.data[charm.app],
             {
                 "model": json.dumps(charm.model.name),
@@ -96,10 +124,8 @@ def publish_ingress_request(charm: ops.CharmBase, pod: PodAddress) -> None:
                 "scheme": json.dumps("http"),
             },
         )
-    write_changed(
-        relation.data[charm.unit],
-        {"host": json.dumps(_unit_host(charm)), "ip": json.dumps(pod.ip(relation))},
-    )
+    host = {"host": json.dumps(_unit_host(charm)), "ip": json.dumps(pod.ip(relation))}
+    pod.publish(relation, "unit", relation.data[charm.unit], host)
 
 
 def _fallback_base_url(charm: ops.CharmBase) -> str:

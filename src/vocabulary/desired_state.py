@@ -1,8 +1,9 @@
 """The desired state of one pass, as frozen objects detached from Juju and GARM.
 
 Owns ``DesiredState`` and the specs in it that the reconcilers work on (providers, credentials,
-entities, scale sets, debug-ssh servers), what a configurator's input is worth this pass
-(``InputProblem``, ``Held``, ``ConfiguratorInputs``) and the names the charm derives from them.
+entities, scale sets; the debug-ssh servers are ``tmate_relay``'s), what a configurator's input
+is worth this pass (``InputProblem``, ``Held``, ``ConfiguratorInputs``) and the names the charm
+derives from them.
 Must not import ops or the GARM client: the parser fills these objects from relation data,
 the reconcilers read them.
 """
@@ -24,6 +25,7 @@ from vocabulary.github_endpoint import (
 )
 from vocabulary.github_key import public_key_digest
 from vocabulary.runner_options import RunnerConfig
+from vocabulary.tmate_relay import DebugSshConnection, TmateRelay
 
 # GARM credentials with this description are the charm's; any other is left alone.
 MANAGED_CREDENTIAL_DESCRIPTION = "Managed by garm"
@@ -228,6 +230,7 @@ class ScalesetSpec:
     source: str = ""  # the configurator application that publishes it, for the status
     enable_shell: bool = False  # GARM's remote shell on its runners (needs the agent and TLS)
     endpoint: str = DEFAULT_GITHUB_ENDPOINT  # GARM's name of the entity's GitHub
+    tmate_relay: TmateRelay | None = None  # runners reach tmate through their proxy
 
     @property
     def entity_key(self) -> EntityKey:
@@ -344,16 +347,6 @@ class Incumbents:
     scalesets: Mapping[str, str] = field(default_factory=dict[str, str])
     entities: Mapping[EntityKey, str] = field(default_factory=dict[EntityKey, str])
     credentials: Mapping[str, tuple[str, str]] = field(default_factory=dict[str, tuple[str, str]])
-
-
-@dataclass(frozen=True)
-class DebugSshConnection:
-    """A tmate server published over the debug-ssh relation."""
-
-    host: str
-    port: int
-    rsa_fingerprint: str
-    ed25519_fingerprint: str
 
 
 @dataclass(frozen=True)

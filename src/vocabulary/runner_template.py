@@ -1,5 +1,8 @@
 """Runner install templates and pre-install scripts derived from a scale set's runner options.
 
+Owns the per-scale-set template content, the aproxy pre-install script and the tmate relay's
+(``tmate_relay`` owns what the relay is; this module writes it down).
+
 Everything here is a pure function of its arguments. Option values come from relation data
 and are untrusted, so each rendering keeps them inert: heredoc bodies can never contain their
 own delimiter, values on command lines are shell-quoted, ``.env`` entries stay on one line and
@@ -19,6 +22,7 @@ from urllib.parse import urlsplit
 import jinja2
 
 from vocabulary.runner_options import AproxyExclusion, IPv4Range, RunnerConfig
+from vocabulary.tmate_relay import RELAY_HOST, RELAY_PORT, DebugSshConnection, TmateRelay
 
 RUNNER_USER = "runner"
 RUNNER_HOME = "/home/runner/actions-runner"
@@ -29,6 +33,10 @@ APROXY_LISTEN_PORT = 54969
 CUSTOM_PRE_JOB_SCRIPT_PATH = "/tmp/custom_pre_job_script"  # noqa: S108 - path on the runner VM
 OTEL_CONFIG_DIR = "/etc/otelcol/config.d"
 OTEL_CONFIG_PATH = f"{OTEL_CONFIG_DIR}/github.yaml"
+TMATE_RELAY_UNIT = "tmate-proxy"
+TMATE_RELAY_UNIT_PATH = f"/etc/systemd/system/{TMATE_RELAY_UNIT}.service"
+TMATE_RELAY_CONFIG_DIR = f"/etc/{TMATE_RELAY_UNIT}"
+TMATE_RELAY_AUTH_PATH = f"{TMATE_RELAY_CONFIG_DIR}/proxy-auth"
 
 DEFAULT_APROXY_PORTS = ("80", "443")
 APROXY_ALWAYS_EXCLUDED = ipaddress.IPv4Network("127.0.0.0/8")
@@ -221,17 +229,25 @@ def render_pre_job_hooks(cfg: RunnerConfig) -> str:
     )
 
 
-def build_template_data(base: bytes, cfg: RunnerConfig) -> bytes:
+def build_template_data(
+    base: bytes, cfg: RunnerConfig, tmate: DebugSshConnection | None = None
+) -> bytes:
     """Build a per-scale-set runner template from a base template and the runner options.
 
     Args:
         base: the base template body (bytes as stored in GARM).
         cfg: the scale set's runner options.
+        tmate: the tmate server to tell the runners of, where the base does not (a relay's).
 
     Returns:
-        Shebang, pre-install block, job-hooks block, then the rest of the base template.
+        Shebang, pre-install block, job-hooks block, the tmate snippet when ``tmate`` is
+        given, then the rest of the base template: the order the charmed base gives.
     """
     snippet = go_template_literal(render_pre_install(cfg) + render_pre_job_hooks(cfg))
+    if tmate is not None:
+        snippet += render_tmate_snippet(
+            tmate.host, tmate.port, tmate.rsa_fingerprint, tmate.ed25519_fingerprint
+        )
     # Relation data may hold characters UTF-8 cannot encode (lone surrogates); never crash on them.
     snippet = snippet.encode("utf-8", "replace").decode("utf-8")
     # surrogateescape round-trips base bytes that are not valid UTF-8 unchanged.
@@ -313,4 +329,38 @@ def render_aproxy_pre_install_script(cfg: RunnerConfig) -> str:
         listen_port=APROXY_LISTEN_PORT,
         excludes=", ".join(_aproxy_excludes(cfg.aproxy_exclude_addresses)),
         ports=", ".join(_aproxy_ports(cfg.aproxy_redirect_ports)),
+    )
+
+
+def render_tmate_relay_script(relay: TmateRelay) -> str:
+    """Render the ``01-tmate-proxy`` pre-install script that starts the scale set's tmate relay.
+
+    The script runs as root after aproxy's. It installs socat when missing and writes and
+    starts a systemd unit whose socat listens on the loopback relay address and reaches the
+    tmate server through the runner proxy with an HTTP CONNECT. The proxy's credentials, if
+    any, go into a root-only file socat reads. Best effort: it logs with a ``[tmate-proxy]``
+    prefix and always exits 0.
+
+    Args:
+        relay: the scale set's relay; its hosts are plain names or addresses
+            (``tmate_relay.relay_host``), so nothing in the unit or the command needs quoting.
+
+    Returns:
+        A complete bash script.
+    """
+    proxy = relay.proxy
+    options = [f"proxyport={proxy.port}"]
+    if proxy.credentials:
+        options.append(f"proxy-authorization-file={TMATE_RELAY_AUTH_PATH}")
+    target = f"PROXY:{proxy.host}:{relay.target}:{relay.server.port}," + ",".join(options)
+    listen = f"TCP-LISTEN:{RELAY_PORT},bind={RELAY_HOST},reuseaddr,fork"
+    return _render(
+        "tmate_proxy.sh.j2",
+        listen=f"{RELAY_HOST}:{RELAY_PORT}",
+        credentials=shlex.quote(proxy.credentials) if proxy.credentials else "",
+        config_dir=TMATE_RELAY_CONFIG_DIR,
+        auth_path=TMATE_RELAY_AUTH_PATH,
+        unit_path=TMATE_RELAY_UNIT_PATH,
+        unit_name=TMATE_RELAY_UNIT,
+        exec_start=f"socat {listen} {target}",
     )

@@ -14,7 +14,8 @@ charm (:class:`tests.juju_agent.agent.UnitAgent`) in the pod
 - after it, the State is read back: the unit's databags, its secrets, statuses, opened ports and
   workload version from the model, and the ``garm`` container's plan and services from the real
   Pebble, so the story's checks (``planned_env``, ``admin_credentials``, ...) read what the
-  packed charm did. A hook that exits non-zero fails the story (the unit would be in error).
+  packed charm did. A hook that keeps failing after the agent's retries fails the story (the
+  unit would be in error); a failed run it retried left nothing behind.
 
 The charm's continuation (a Pebble custom notice, ADR 0015) is delivered as Juju delivers it:
 ``pebble-custom-notice`` with the notice's id, type and key, once per new occurrence. Not served:
@@ -41,7 +42,14 @@ from ops import testing
 from charm_pass import continuation
 from tests.charm_driver import CharmDriver, Configurator, base_state
 from tests.github_standin import GitHubStandin
-from tests.juju_agent.agent import APP, STORAGE_LOCATION, UNIT, UnitAgent, config_defaults
+from tests.juju_agent.agent import (
+    APP,
+    STORAGE_LOCATION,
+    UNIT,
+    UnitAgent,
+    config_defaults,
+    unit_network_settings,
+)
 from tests.juju_agent.pod import PackedGarm, Pod, scratch
 from tests.real_garm.github_apps import register_configured_apps
 from tests.simulate_backends import (
@@ -96,8 +104,12 @@ def _relation_env(event: Any) -> dict[str, str]:
     return env
 
 
-def _databags(relation: Any) -> tuple[str, dict[str, Any], dict[str, Any]]:
-    """A relation of the State as the model keeps it: remote app, unit and app databags."""
+def model_databags(relation: Any) -> tuple[str, dict[str, Any], dict[str, Any]]:
+    """A relation of the State as the model keeps it: remote app, unit and app databags.
+
+    Every unit's databag holds the address settings Juju writes there
+    (:func:`~tests.juju_agent.agent.unit_network_settings`) where the State gives none.
+    """
     if isinstance(relation, testing.PeerRelation):
         units = {f"{APP}/{n}": dict(d) for n, d in relation.peers_data.items()}
         apps = {APP: dict(relation.local_app_data)}
@@ -107,6 +119,7 @@ def _databags(relation: Any) -> tuple[str, dict[str, Any], dict[str, Any]]:
         units = {f"{remote}/{n}": dict(d) for n, d in relation.remote_units_data.items()}
         apps = {remote: dict(relation.remote_app_data), APP: dict(relation.local_app_data)}
     units[UNIT] = dict(relation.local_unit_data)
+    units = {name: {**unit_network_settings(name), **bag} for name, bag in units.items()}
     return remote, units, apps
 
 
@@ -139,6 +152,10 @@ class PackedDriver(CharmDriver):
         hook = self.agent.dispatch(dispatch_path, context)
         self.hooks.append(hook)
         hook.check()
+        # What Juju sends next: secret-remove for each revision the hook left obsolete.
+        for removal in self.agent.deliver_secret_removals():
+            self.hooks.append(removal)
+            removal.check()
         self._read_model()
         self.after_hook()
         return self.state
@@ -163,14 +180,46 @@ class PackedDriver(CharmDriver):
         self.run(self.ctx.on.relation_created(cfg.relation))
         return super().add_configurator(cfg)
 
+    def restart_pod(self) -> list[Any]:
+        """The pod deleted and made again (the agent's :meth:`UnitAgent.restart_pod`).
+
+        The new Pebble numbers its notices afresh, so none counts as delivered.
+
+        Raises:
+            HookFailedError: a hook kept failing (the unit would stay in error).
+        """
+        self._write_model()
+        self._delivered.clear()
+        runs = self.agent.restart_pod(self.pod.restart_workload)
+        self.hooks.extend(runs)
+        for run in runs:
+            run.check()
+        self._read_model()
+        return runs
+
+    def remove_application(self) -> list[Any]:
+        """``juju remove-application garm``: Juju 3.6's hooks of a dying unit (the agent's).
+
+        Raises:
+            HookFailedError: a hook kept failing (the unit would stay in error).
+        """
+        self._write_model()
+        runs = self.agent.remove_application()
+        self.hooks.extend(runs)
+        for run in runs:
+            run.check()
+        return runs
+
     def summary(self) -> str:
-        """The hooks run so far: how many, their time, the hook-tool processes they started."""
+        """The hooks run so far: how many, their time, the hook-tool processes, failed runs."""
         seconds = sum(h.seconds for h in self.hooks)
         tools = sum(sum(h.tools.values()) for h in self.hooks)
+        retried = [f"{r.hook} {r.failure()}" for h in self.hooks for r in h.retried]
         return (
             f"Packed charm: {len(self.hooks)} hooks and actions in {seconds:.1f} s "
             f"(longest {max((h.seconds for h in self.hooks), default=0):.1f} s), "
-            f"{tools} hook-tool processes"
+            f"{tools} hook-tool processes; {len(retried)} failed run(s) retried"
+            + "".join(f"\n  retried: {r}" for r in retried)
         )
 
     def deploy_events(self) -> list[Any]:
@@ -221,7 +270,7 @@ class PackedDriver(CharmDriver):
             model["config"] = {**config_defaults(self.agent.charm_dir), **dict(state.config)}
             relations = {}
             for relation in state.relations:
-                remote, units, apps = _databags(relation)
+                remote, units, apps = model_databags(relation)
                 relations[str(relation.id)] = {
                     "endpoint": relation.endpoint,
                     "remote_app": remote,
@@ -298,7 +347,8 @@ def _consumed_secret(secrets: dict[str, Any], secret: testing.Secret) -> None:
             "revisions": revisions,
             "latest": len(revisions),
             "consumers": {},
-            "grants": [],
+            # The remote application granted it to this one (else secret-get is refused).
+            "grants": [{"relation": None, "subject": APP}],
         }
     elif stored["revisions"][str(stored["latest"])] != latest:
         stored["latest"] += 1

@@ -24,6 +24,9 @@ change to GARM's configuration); it also writes GARM's pid and log where the har
 :class:`PackedGarm` is that GARM with the harness's surface (read views, the proxy, the
 stand-in's cloud): Pebble, driven by the charm's own plan, starts and restarts it.
 
+:meth:`Pod.restart_workload` makes the workload container a new pod's: Pebble's state and what
+the charm pushed gone, the storage kept.
+
 Everything is stopped by pid: Pebble by its process group (it stops GARM first), the stand-in
 runners' agents by theirs.
 """
@@ -55,6 +58,8 @@ IMAGE_BIN = Path("/usr/local/bin")
 GARM_PORT = 8080
 GARM_MOVED_PORT = 18080
 POD_TIMEOUT = 1800.0
+# The exit code of a packed run that could not happen (no local part, no root).
+NOT_RUN = 1
 
 # /usr/local/bin/garm in the pod: GARM's listener moved to 127.0.0.1:<moved> (the proxy holds
 # 8080), its pid and output where the harness reads them; then the real GARM, in place.
@@ -97,17 +102,18 @@ def run_in_pod(module: str, argv: list[str], timeout: float = POD_TIMEOUT) -> in
 
 
 def into_pod(module: str, argv: list[str], what: str) -> int | None:
-    """Where ``module``'s main runs: None in the pod; else its exit code from a pod, or 0.
+    """Where ``module``'s main runs: None in the pod; else its exit code from a pod.
 
     Outside a pod, ``python -m module argv`` is run in one (:func:`run_in_pod`) and its exit
-    code is the caller's; where none can be made, one line says why (``what`` was not run).
+    code is the caller's. Where none can be made, one line says why (``what`` was not run) and
+    the code is :data:`NOT_RUN`: a run that did not happen never passes.
     """
     if in_pod():
         return None
     reason = skip_reason()
     if reason is not None:
         print(f"{what} NOT RUN on the packed charm: {reason}")
-        return 0
+        return NOT_RUN
     return run_in_pod(module, argv)
 
 
@@ -184,6 +190,26 @@ class Pod:
         SOCKET.parent.mkdir(parents=True, exist_ok=True)
         SOCKET.symlink_to(pebble.socket)
         return pebble
+
+    def restart_workload(self) -> None:
+        """The workload container of a new pod: Pebble's state and the charm's pushes gone.
+
+        Pebble is stopped (GARM with it), its state directory (plan, notices, changes) and
+        ``/opt/garm-charm`` (what the charm pushed: the entrypoint) emptied, and a new Pebble
+        started on a fresh state with nothing planned. Kept: ``/var/lib/garm`` (the
+        ``garm-data`` storage: GARM's database) and ``/etc/garm``, where the stand-in cloud
+        keeps its servers beside the provider's configuration (the entrypoint writes GARM's
+        configuration again at every start).
+        """
+        assert self.pebble is not None
+        self.pebble.stop()
+        for directory in (PEBBLE_DIR, Path("/opt/garm-charm")):
+            for entry in directory.iterdir():
+                if entry.is_dir() and not entry.is_symlink():
+                    shutil.rmtree(entry)
+                else:
+                    entry.unlink()
+        self.pebble.start()
 
     def client(self) -> ops.pebble.Client:
         """A Pebble client on the ``garm`` container's socket, as ops opens it."""

@@ -3,7 +3,11 @@
 Run by ``tox -e pack`` after the pack. The first two need no GARM and no Pebble: the packed
 ``install`` hook runs and sets a status; a non-executable entrypoint fails it with 126. The
 story is ``python -m tests.simulate --packed`` (simulate-real's story and both actions) in a
-pod of its own; without real GARM or Pebble it skips with the real-GARM line.
+pod of its own; so are ``python -m tests.packed_lifecycle restart`` (a converged pod made again
+writes nothing to GARM but the login), ``removal`` (``juju remove-application`` runs the
+cleanup, GARM left without the charm's objects) and ``kills`` (the charm SIGKILLed at sampled
+tool calls of a hook that writes to GARM, Juju's retry: nothing lost or twice in GARM).
+Without real GARM or Pebble they skip with the real-GARM line.
 """
 
 from __future__ import annotations
@@ -55,3 +59,30 @@ def test_the_story_of_simulate_real_on_the_packed_charm(prime: Path):
         pytest.skip(reason)
 
     assert pod.run_in_pod("tests.simulate", ["--packed"]) == 0
+
+
+def test_a_converged_pods_restart_writes_nothing_to_garm_but_the_login(prime: Path):
+    del prime
+    reason = pod.skip_reason()
+    if reason is not None:
+        pytest.skip(reason)
+
+    assert pod.run_in_pod("tests.packed_lifecycle", ["restart"]) == 0
+
+
+def test_removing_the_application_leaves_garm_without_the_charms_objects(prime: Path):
+    del prime
+    reason = pod.skip_reason()
+    if reason is not None:
+        pytest.skip(reason)
+
+    assert pod.run_in_pod("tests.packed_lifecycle", ["removal"]) == 0
+
+
+def test_a_charm_killed_mid_hook_and_retried_loses_and_doubles_nothing_in_garm(prime: Path):
+    del prime
+    reason = pod.skip_reason()
+    if reason is not None:
+        pytest.skip(reason)
+
+    assert pod.run_in_pod("tests.packed_lifecycle", ["kills"]) == 0

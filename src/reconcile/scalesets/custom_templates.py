@@ -2,8 +2,9 @@
 
 Owns the custom template of a scale set whose configurator sets runner options: built from the
 charmed template (or GARM's ``github_linux``) with ``runner_template``, created, refreshed when
-its body differs, and deleted with its scale set or when the options go. Knows GARM through the
-client; must not import ops.
+its body differs, and deleted with its scale set or when the options go. A scale set with a
+tmate relay gets its template from ``github_linux`` with the relay's tmate address where the
+charmed template has the server's. Knows GARM through the client; must not import ops.
 """
 
 from __future__ import annotations
@@ -63,7 +64,8 @@ class CustomTemplates:
                 return custom.id or 0
             logger.warning("No readable base template for %r; using GARM's default", live_name)
             return 0
-        data = build_template_data(base_bytes, cfg)
+        relayed = spec.tmate_relay.relayed if spec.tmate_relay is not None else None
+        data = build_template_data(base_bytes, cfg, relayed)
         if custom is not None:
             return self._refresh(custom, data)
         logger.info("Creating template %r", name)
@@ -83,7 +85,9 @@ class CustomTemplates:
         return created.id or 0
 
     def _base_template(self, spec: ScalesetSpec) -> Template | None:
-        if spec.template_id:
+        # A relayed scale set's runners are told of the relay, not of the server the charmed
+        # template names: its template starts from GARM's own.
+        if spec.template_id and spec.tmate_relay is None:
             for template in self.templates.values():
                 if template.id == spec.template_id:
                     return template

@@ -14,7 +14,12 @@ from typing import Any
 from garm import CreateScaleSetParams, ScaleSet, UpdateScaleSetParams, to_base64
 from vocabulary.desired_state import ScalesetSpec
 from vocabulary.runner_options import RunnerConfig
-from vocabulary.runner_template import APROXY_SCRIPT_NAME, render_aproxy_pre_install_script
+from vocabulary.runner_template import (
+    APROXY_SCRIPT_NAME,
+    render_aproxy_pre_install_script,
+    render_tmate_relay_script,
+)
+from vocabulary.tmate_relay import RELAY_SCRIPT_NAME, TmateRelay
 
 # The runner group GARM records for a scale set created without one.
 DEFAULT_RUNNER_GROUP = "Default"
@@ -22,7 +27,7 @@ DEFAULT_RUNNER_GROUP = "Default"
 
 def create_params(spec: ScalesetSpec, live_name: str) -> CreateScaleSetParams:
     """Build the create body; ``template_id`` is filled in once the template is ensured."""
-    extra = effective_extra_specs(spec.pre_install_scripts, spec.runner_config)
+    extra = effective_extra_specs(spec.pre_install_scripts, spec.runner_config, spec.tmate_relay)
     params = CreateScaleSetParams(
         name=live_name,
         provider_name=spec.provider_name,
@@ -101,17 +106,20 @@ def update_params(
 
 
 def effective_extra_specs(
-    pre_install_scripts: Mapping[str, str], cfg: RunnerConfig
+    pre_install_scripts: Mapping[str, str],
+    cfg: RunnerConfig,
+    relay: TmateRelay | None = None,
 ) -> dict[str, object]:
     """Compute the ``extra_specs`` GARM gets for a scale set.
 
     With a runner proxy, the aproxy script is added first (GARM runs scripts in key order) and
     cloud-init updates are disabled, since they run before any pre-install script could set
-    up the proxy.
+    up the proxy. A tmate relay's script follows aproxy's.
 
     Args:
         pre_install_scripts: the configurator's scripts, name to content.
         cfg: the scale set's runner options.
+        relay: the scale set's tmate relay, if it has one.
 
     Returns:
         ``{"pre_install_scripts": {name: base64}, "disable_updates": True}`` as applicable, or
@@ -122,6 +130,8 @@ def effective_extra_specs(
     if cfg.runner_http_proxy:
         scripts[APROXY_SCRIPT_NAME] = render_aproxy_pre_install_script(cfg)
         extra["disable_updates"] = True
+    if relay is not None:
+        scripts[RELAY_SCRIPT_NAME] = render_tmate_relay_script(relay)
     for name, content in pre_install_scripts.items():
         scripts.setdefault(name, content)
     if scripts:

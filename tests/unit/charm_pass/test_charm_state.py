@@ -6,7 +6,7 @@ import ops
 import ops.testing
 import pytest
 
-from charm_pass.charm_state import CharmState, describe_problems
+from charm_pass.charm_state import CharmState, describe_problems, with_tmate_relays
 from records.configurator_record import ConfiguratorRecord
 from tests.unit.configurator_data import (
     FULL,
@@ -19,7 +19,10 @@ from tests.unit.configurator_data import (
 )
 from vocabulary.desired_state import (
     InputProblem,
+    ScalesetSpec,
 )
+from vocabulary.runner_options import RunnerConfig
+from vocabulary.tmate_relay import DebugSshConnection, TmateRelay
 
 # --- describe_problems ------------------------------------------------------------------------
 
@@ -171,3 +174,59 @@ def test_from_charm_collects_debug_ssh_problems() -> None:
     assert state.debug_ssh == ()
     assert state.problems == (InputProblem("tmate/0", "debug-ssh port is not in 1..65535"),)
     assert state.configurator_relation_count == 0
+
+
+# --- the tmate relay --------------------------------------------------------------------------
+
+
+def _spec(name: str, source: str, proxy: str = "") -> ScalesetSpec:
+    return ScalesetSpec(
+        name=name,
+        provider_name=f"{source}-0",
+        image="noble",
+        flavor="small",
+        os_arch="amd64",
+        min_idle_runners=0,
+        max_runners=1,
+        entity_type="organization",
+        entity_name="canonical",
+        runner_config=RunnerConfig(runner_http_proxy=proxy),
+        source=source,
+    )
+
+
+TMATE_SERVER = DebugSshConnection("tmate.example", 22, "r", "e", unit_name="tmate/0")
+
+
+def test_tmate_relays_go_to_scale_sets_with_a_proxy_and_refusals_once_per_configurator(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    specs = [
+        _spec("a", "cfg-a", "http://squid:3128"),
+        _spec("b", "cfg-b"),
+        _spec("c1", "cfg-c", "https://user:hunter2@squid:3128"),
+        _spec("c2", "cfg-c", "https://user:hunter2@squid:3128"),
+    ]
+    relayed, problems = with_tmate_relays(specs, TMATE_SERVER)
+    assert [s.tmate_relay is not None for s in relayed] == [True, False, False, False]
+    assert relayed[0].tmate_relay == TmateRelay.through("http://squid:3128", TMATE_SERVER)
+    assert relayed[1:] == tuple(specs[1:])
+    reason = "runner_http_proxy cannot carry the tmate relay: not an http:// proxy"
+    assert problems == (InputProblem("cfg-c", reason),)
+    assert warnings(caplog) == [
+        f"no tmate relay ({reason}, from cfg-c): runners are told the tmate server's own address"
+    ]
+    assert "hunter2" not in caplog.text
+
+
+def test_a_tmate_host_the_relay_cannot_reach_names_the_tmate_unit() -> None:
+    server = DebugSshConnection("tmate example", 22, "r", "e", unit_name="tmate/0")
+    specs = [_spec("a", "cfg-a", "http://squid:3128"), _spec("b", "cfg-b", "squid:3128")]
+    relayed, problems = with_tmate_relays(specs, server)
+    assert relayed == tuple(specs)
+    assert [(p.source, p.reason) for p in problems] == [
+        (
+            "tmate/0",
+            "the tmate relay cannot reach the debug-ssh host: not a DNS name or IP address",
+        )
+    ]

@@ -173,3 +173,23 @@ def test_a_relation_hook_builds_only_the_relations_it_reads(garm: GarmEmulator, 
     # ops alone would list every relation of the endpoint to hand the hook its own.
     assert driver.tool_calls["relation_list"] <= ROTATION + 2  # the rotation, the event, peers
     assert max_runners(garm, f"cfg-{count - 1:02d}-runners") == 6
+
+
+def test_a_unit_that_is_not_the_leader_drops_its_record_and_reads_anew_once_elected(
+    garm: GarmEmulator, tmp_path: Path
+):
+    count = ROTATION + 5
+    driver = deployed_fleet(garm, tmp_path, count)
+    driver.state = dataclasses.replace(driver.state, leader=False)
+    driver.run(driver.ctx.on.update_status())
+    assert record_entries(driver.state) == {}
+    garm.clear_requests()
+    driver.state = dataclasses.replace(driver.state, leader=True)
+    driver.run(driver.ctx.on.leader_elected())
+    assert driver.state.unit_status == ops.MaintenanceStatus(
+        f"reading garm-configurator relations: {ROTATION} of {count}"
+    )
+    driver.continue_passes()
+    assert driver.state.unit_status == ops.ActiveStatus()
+    assert sorted(record_entries(driver.state)) == list(range(1, count + 1))
+    assert garm.writes() == []

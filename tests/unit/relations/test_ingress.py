@@ -131,6 +131,21 @@ def test_the_pod_address_is_read_once_a_pod():
     assert (ip(first), ip(same_pod), ip(new_pod)) == ("10.1.2.3", "10.1.2.3", "10.9.9.9")
 
 
+def test_a_request_this_pod_wrote_is_not_read_back_until_the_relation_or_pod_changes():
+    relation = testing.Relation(INGRESS_RELATION, interface="ingress")
+    first = _run(_state(relation, leader=True), relation)
+    # Only this unit writes these databags; a value it did not write shows it was not read back.
+    written = first.get_relation(relation.id)
+    edited = dataclasses.replace(written, local_unit_data={"host": '"x"', "ip": '"x"'})
+    edited_state = dataclasses.replace(first, relations={edited})
+    same_pod = _run(edited_state).get_relation(relation.id)
+    new_pod = _run(dataclasses.replace(edited_state, stored_states=frozenset()))
+    assert same_pod.local_unit_data["host"] == '"x"'
+    assert new_pod.get_relation(relation.id).local_unit_data["host"] == json.dumps(
+        "garm-0.garm-endpoints.test-model.svc.cluster.local"
+    )
+
+
 def test_publish_overwrites_stale_values():
     relation = testing.Relation(
         INGRESS_RELATION,
