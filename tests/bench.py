@@ -418,12 +418,16 @@ def until_active(
     exited = getattr(garm, "exits", [])[exits:]
     waited = first_write_after(calls, "PUT /scalesets/{id}")
     target = 1.1 * floor + 10.0 + restarts
-    print(
-        f"  {backend}: {scenario}: {len(walls)} hooks, {hooks:.1f} s "
-        f"(longest {max(walls):.1f} s); "
+    verdict = (
         f"GARM's floor (its scale-set disables and deletes) {floor:.1f} s; target 1.1 x floor "
         f"+ 10 s + restarts {restarts:.1f} s = {target:.1f} s: "
-        f"{'met' if hooks <= target else 'NOT met'}; first disable "
+        f"{'met' if hooks <= target else 'NOT met'}"
+        if floor
+        else "no scale set disabled or deleted"
+    )
+    print(
+        f"  {backend}: {scenario}: {len(walls)} hooks, {hooks:.1f} s "
+        f"(longest {max(walls):.1f} s); {verdict}; first disable "
         f"{'none' if waited is None else f'{waited:.1f} s'} after the first call; "
         f"GARM exited {len(exited)} times{': ' if exited else ''}{'; '.join(exited)}",
         file=sys.stderr,
