@@ -15,7 +15,7 @@ import time
 
 import ops
 
-from charm_pass import actions, continuation, garm_sync, leader_pass, removal
+from charm_pass import actions, continuation, garm_sync, leader_pass, removal, worker_idle
 from charm_pass.outcome import Outcome
 from garm import GARM_API_URL, READY_TIMEOUT
 from reconcile import PASS_BUDGET, POLL_INTERVAL, TEARDOWN_TIMEOUT, Writes
@@ -84,6 +84,7 @@ class GarmCharm(ops.CharmBase):
         self.shown = unit_shown.UnitShown(self)
         self.pod = ingress.PodAddress(self)
         self.next_pass = continuation.NextPass(self, pebble_layer.CONTAINER_NAME)
+        self.worker_idle = worker_idle.WorkerIdle(self)
 
     # --- events ------------------------------------------------------------------------------
 
@@ -205,6 +206,7 @@ class GarmCharm(ops.CharmBase):
             read_tool=agent_image.tool_reader(container),
             db=db,
             writes=writes,
+            idle=self.worker_idle,
         )
         kept = (self.shown, self.next_pass)
         status = leader_pass.after_sync(

@@ -7,7 +7,12 @@ the script times whole ``update-status`` hooks (readiness, login, controller, cr
 entities, templates, scale sets, providers, record):
 
 - **converged**: nothing changed since the last hook (the median of ``--repeats`` hooks);
-- **10% labels**: one configurator in ten publishes an extra label (a label change starts).
+- **10% labels**: one configurator in ten publishes an extra label (a label change starts);
+  with ``--restart-before-labels`` GARM is restarted first (as Pebble restarts it) and the
+  label change is measured to the end of its hook chain (its continuations), then once more
+  from the next ``update-status`` while it left predecessors (each such chain is a wait for
+  ``update-status`` under Juju), GARM's exits counted; issue 56's case of a fleet's label
+  change right after a pod is rescheduled.
 
 Per hook it reports wall time, the charm's CPU time (``time.thread_time()`` of the thread that
 runs the hook: the charm and its GARM client run there, while the emulator and the recording
@@ -24,6 +29,9 @@ non-zero when any converged hook (every repeat, not only the first) wrote to GAR
 the login, or wrote to Juju (``relation-set``, ``secret-set``, ``secret-add``), on any backend,
 or when real GARM exited on its own (a crash; the harness starts it again as Pebble would), or
 when the removal stopped with anything left in GARM (or, real GARM, on the GitHub stand-in).
+For the removal (and the label change) it prints GARM's floor, the busy wall of its scale-set
+disables and deletes together, and the issue's target: hooks at most 1.1 x floor + 10 s + the
+restarts' own time.
 After the table it lists, per backend, the GARM calls and hook tools whose count per converged
 hook grows with N.
 """
@@ -70,6 +78,8 @@ SQLITE, POSTGRESQL = "sqlite", "postgresql"
 # environment string above 128 KiB (MAX_ARG_STRLEN), which these providers pass at about 490:
 # at N=500 real GARM cannot be started at all (measured: E2BIG). Real GARM runs up to this N.
 REAL_MAX = 100
+# Chains of hooks (update-status and its continuations) a label change gets to end.
+LABEL_CHAINS = 4
 # The one organisation of --shared-org.
 SHARED_ORG = "org-shared"
 # The GitHub stand-in of each real GARM :func:`started` runs, by the GARM's id: what GitHub still
@@ -321,9 +331,47 @@ def busy_walls(calls: Sequence[RecordedCall]) -> dict[str, float]:
     return walls
 
 
-def until_active(backend: str, garm: Any, driver: CharmDriver, scenario: str, first: Any) -> Row:
-    """Run ``first`` and the continuations it asks for; the hooks' total, longest and count."""
+def scaleset_floor(calls: Sequence[RecordedCall]) -> float:
+    """GARM's busy wall of its scale-set disables and deletes together (their union).
+
+    Disables go one at a time and each delete runs beside the next disable: the hooks of a
+    removal cannot take less than the time GARM had one of them in hand.
+    """
+    spans = sorted(
+        (c.started, c.finished)
+        for c in calls
+        if c.finished and call_key(c) in ("PUT /scalesets/{id}", "DELETE /scalesets/{id}")
+    )
+    total, end = 0.0, float("-inf")
+    for start, finish in spans:
+        total += max(0.0, finish - max(start, end))
+        end = max(end, finish)
+    return total
+
+
+def first_write_after(calls: Sequence[RecordedCall], key: str) -> float | None:
+    """Seconds from the first call to the first ``key`` call (the gate's wait), if any."""
+    if not calls:
+        return None
+    begun = min(c.started for c in calls)
+    found = [c.started for c in calls if call_key(c) == key]
+    return min(found) - begun if found else None
+
+
+def until_active(
+    backend: str,
+    garm: Any,
+    driver: CharmDriver,
+    scenario: str,
+    first: Any,
+    restarts: float = 0.0,
+) -> Row:
+    """Run ``first`` and the continuations it asks for; the hooks' total, longest and count.
+
+    ``restarts``: seconds this scenario's own GARM restarts took (the bench's), for the target.
+    """
     garm.clear_requests()
+    exits = len(getattr(garm, "exits", []))
     walls: list[float] = []
     cpus: list[float] = []
     event = first
@@ -366,6 +414,24 @@ def until_active(backend: str, garm: Any, driver: CharmDriver, scenario: str, fi
             f"{hooks:.1f} s (hooks / busy = {hooks / busy if busy else float('inf'):.2f})",
             file=sys.stderr,
         )
+    floor = scaleset_floor(calls)
+    exited = getattr(garm, "exits", [])[exits:]
+    waited = first_write_after(calls, "PUT /scalesets/{id}")
+    target = 1.1 * floor + 10.0 + restarts
+    verdict = (
+        f"GARM's floor (its scale-set disables and deletes) {floor:.1f} s; target 1.1 x floor "
+        f"+ 10 s + restarts {restarts:.1f} s = {target:.1f} s: "
+        f"{'met' if hooks <= target else 'NOT met'}"
+        if floor
+        else "no scale set disabled or deleted"
+    )
+    print(
+        f"  {backend}: {scenario}: {len(walls)} hooks, {hooks:.1f} s "
+        f"(longest {max(walls):.1f} s); {verdict}; first disable "
+        f"{'none' if waited is None else f'{waited:.1f} s'} after the first call; "
+        f"GARM exited {len(exited)} times{': ' if exited else ''}{'; '.join(exited)}",
+        file=sys.stderr,
+    )
     status = driver.state.unit_status
     faults = () if isinstance(status, ops.ActiveStatus | ops.WaitingStatus) else (str(status),)
     return Row(
@@ -393,6 +459,7 @@ class Setting:
     pool: int | None = None
     database: str = SQLITE
     shared_org: bool = False
+    restart_before_labels: bool = False
 
 
 @contextmanager
@@ -462,9 +529,12 @@ def bench(backend: str, count: int, repeats: int, setting: Setting | None = None
             file=sys.stderr,
         )
         converged = [measure(backend, garm, driver, "converged") for _ in range(repeats)]
-        driver.state = with_extra_label(driver.state, max(1, count // 10))
-        labels = measure(backend, garm, driver, "10% labels")
-        driver.continue_passes()
+        if setting.restart_before_labels:
+            labels = restarted_labels(backend, garm, driver, count)
+        else:
+            driver.state = with_extra_label(driver.state, max(1, count // 10))
+            labels = measure(backend, garm, driver, "10% labels")
+            driver.continue_passes()
         driver.state = dataclasses.replace(
             driver.state,
             relations={r for r in driver.state.relations if r.endpoint != CONFIGURATOR},
@@ -484,6 +554,46 @@ def bench(backend: str, count: int, repeats: int, setting: Setting | None = None
         ),
     )
     return [dataclasses.replace(r, scalesets=count) for r in (deploy, median, labels, leave)]
+
+
+def restarted_labels(backend: str, garm: Any, driver: CharmDriver, count: int) -> Row:
+    """GARM restarted as Pebble restarts it, then 10% of the labels changed, to the end.
+
+    The label change's first chain runs from ``update-status`` through its continuations; a
+    chain that ends with predecessors left waits for the next ``update-status`` under Juju,
+    which is delivered here at once (each such chain counted), until none is left.
+    """
+    began = time.perf_counter()
+    garm.restart()
+    restarts = time.perf_counter() - began
+    print(f"  {backend}: GARM restarted in {restarts:.1f} s", file=sys.stderr)
+    driver.state = with_extra_label(driver.state, max(1, count // 10))
+    rows: list[Row] = []
+    while len(rows) < LABEL_CHAINS:
+        name = "10% labels" if not rows else f"10% labels, update-status {len(rows)}"
+        rows.append(
+            until_active(
+                backend, garm, driver, name, driver.ctx.on.update_status(), restarts * (not rows)
+            )
+        )
+        left = len(garm.scalesets()) - count
+        print(
+            f"  {backend}: {name}: the chain ended with {left} predecessors left"
+            f"{' (a wait for update-status)' if left else ''}",
+            file=sys.stderr,
+        )
+        if not left:
+            break
+    return dataclasses.replace(
+        rows[0],
+        seconds=sum(r.seconds for r in rows),
+        cpu=sum(r.cpu for r in rows),
+        reads=sum(r.reads for r in rows),
+        writes=sum(r.writes for r in rows),
+        hooks=sum(r.hooks for r in rows),
+        longest=max(r.longest for r in rows),
+        faults=tuple(f for r in rows for f in r.faults),
+    )
 
 
 def left_behind(backend: str, garm: Any, driver: CharmDriver) -> tuple[str, ...]:
@@ -560,13 +670,24 @@ def main(argv: Sequence[str] | None = None) -> int:
         help="largest N run on real GARM (see REAL_MAX: one provider per configurator)",
     )
     parser.add_argument(
+        "--restart-before-labels",
+        action="store_true",
+        help="restart GARM (as Pebble does) just before the label change, measured to its end",
+    )
+    parser.add_argument(
         "--grow",
         action="store_true",
         help="fleet growth: configurators integrated one at a time (tests/bench_growth.py)",
     )
     args = parser.parse_args(argv)
     backends = [EMULATOR, REAL] if args.garm == "both" else [args.garm]
-    setting = Setting(args.github_latency / 1000, args.pool, args.database, args.shared_org)
+    setting = Setting(
+        args.github_latency / 1000,
+        args.pool,
+        args.database,
+        args.shared_org,
+        args.restart_before_labels,
+    )
     if args.grow:
         from tests import bench_growth
 

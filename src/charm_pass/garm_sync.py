@@ -2,7 +2,8 @@
 
 Owns what the charm does with GARM once the workload runs: reach GARM as its admin
 (``reconcile.session``), run the chain (``reconcile.chain``) with the pass's writes, keep the
-memory it leaves in ``garm-peers``, and turn what it reached into a :class:`Sync` (the status,
+memory it leaves in ``garm-peers`` (and in the unit's state where GARM's worker starts were found
+idle, ``worker_idle``), and turn what it reached into a :class:`Sync` (the status,
 the live scale sets, whether GARM needs a restart, the CA bundles of the endpoints GARM holds,
 what the budget left); and, after the pass, GARM run again with the CA bundles it then needs.
 Knows Juju through the charm it is given; GARM only through ``reconcile``'s face.
@@ -18,6 +19,7 @@ import ops
 
 from charm_pass.charm_state import CharmState
 from charm_pass.outcome import chain_status
+from charm_pass.worker_idle import WorkerIdle
 from garm import GarmApiError, GarmConnectionError, GarmUnauthorizedError, ScaleSet
 from reconcile import (
     AdminRefusedError,
@@ -86,15 +88,22 @@ def sync_garm(
     read_tool: ToolReader,
     db: pebble_layer.DatabaseConfig,
     writes: Writes,
+    idle: WorkerIdle,
 ) -> Sync:
-    """Reach GARM as its admin and run the chain; the live scale sets if the chain ran."""
+    """Reach GARM as its admin and run the chain; the live scale sets if the chain ran.
+
+    ``idle`` is where an earlier pass found GARM's worker starts idle: read for the chain, and
+    what the chain found kept for the next pass.
+    """
     session = admin_session(
         access.api_url, admin, ready_timeout=access.ready_timeout, create_admin=True
     )
     try:
         with session as client:
             # Binaries are read only for a tool GARM lacks: a converged pass pulls none.
-            result = run_chain(client, state, memory, read_tool=read_tool, writes=writes)
+            result = run_chain(
+                client, state, memory, read_tool=read_tool, writes=writes, idle=idle.read()
+            )
     except GarmNotAnsweringError:
         return Sync(database.refused_login_status(db) or ops.WaitingStatus(WAITING_READY))
     except AdminRefusedError:
@@ -113,6 +122,7 @@ def sync_garm(
         logger.warning("Reconcile failed (%s): %s; will retry", type(exc).__name__, exc)
         return Sync(ops.WaitingStatus(SYNC_FAILED))
     peer_record.save(charm.model, result.memory)
+    idle.keep(result.idle)
     notices = [*result.notices, *state.notices]
     # The first step the budget cut is where the pass stopped; the later ones started nothing.
     unfinished = str(result.unfinished[0]) if result.unfinished else ""

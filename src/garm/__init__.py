@@ -10,6 +10,7 @@ from garm.client import (
     READY_INTERVAL,
     READY_TIMEOUT,
     GarmClient,
+    GarmCounters,
 )
 from garm.models import (
     AgentCapabilities,
@@ -76,6 +77,7 @@ __all__ = [
     "GarmClient",
     "GarmConflictError",
     "GarmConnectionError",
+    "GarmCounters",
     "GarmNotFoundError",
     "GarmNotReadyError",
     "GarmProtocolError",

@@ -13,6 +13,7 @@ from __future__ import annotations
 import re
 import time
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any, Self
 
 from garm.models import (
@@ -59,6 +60,22 @@ MAX_TOOL_PAGES = 10
 # One sample of GARM's Prometheus counter of its GitHub calls: its labels and its value.
 _GITHUB_OPERATIONS = re.compile(r"^garm_github_operations_total\{([^}]*)\} (\S+)$", re.MULTILINE)
 _OPERATION_LABEL = re.compile(r'(?:^|,)operation="([^"]*)"')
+# When GARM's process started, in seconds since the epoch: Prometheus' default process
+# collector, which GARM's ``/metrics`` (``promhttp.Handler()``, the default registry) serves.
+_PROCESS_START = re.compile(r"^process_start_time_seconds (\S+)$", re.MULTILINE)
+
+
+@dataclass(frozen=True)
+class GarmCounters:
+    """What GARM's ``/metrics`` says of its process: when it started, its calls to GitHub.
+
+    Attributes:
+        operations: GARM's calls to GitHub since its process started, by operation.
+        started: when GARM's process started (seconds since the epoch); None when not shown.
+    """
+
+    operations: dict[str, float]
+    started: float | None
 
 
 class GarmSession:
@@ -133,13 +150,14 @@ class GarmSession:
                     raise
                 sleep(interval)
 
-    def github_operations(self) -> dict[str, float]:
-        """GARM's calls to GitHub since its process started, by operation (its ``/metrics``).
+    def counters(self) -> GarmCounters:
+        """GARM's calls to GitHub since its process started, and that start (its ``/metrics``).
 
         ``garm_github_operations_total`` counts each call as it starts, labelled with the
         operation (``GetRunnerScaleSetByNameAndRunnerGroup``) and the kind of entity it is
         for (``scope``); the kinds are summed. An operation GARM has not made since it started
-        is absent (Prometheus exports no sample for it).
+        is absent (Prometheus exports no sample for it). ``process_start_time_seconds`` tells
+        one process of GARM from the next.
 
         Raises:
             GarmConnectionError: GARM is not reachable.
@@ -153,14 +171,12 @@ class GarmSession:
         counts: dict[str, float] = {}
         for labels, value in _GITHUB_OPERATIONS.findall(response.text):
             operation = _OPERATION_LABEL.search(labels)
-            if operation is None:
-                continue
-            try:
-                counted = float(value)
-            except ValueError:
+            counted = _number(value)
+            if operation is None or counted is None:
                 continue
             counts[operation[1]] = counts.get(operation[1], 0.0) + counted
-        return counts
+        start = _PROCESS_START.search(response.text)
+        return GarmCounters(counts, _number(start[1]) if start else None)
 
     def first_run(self, username: str, password: str, email: str, full_name: str) -> None:
         """Create the admin user on a fresh GARM."""
@@ -416,3 +432,11 @@ def _entity_update(credentials_name: str | None, agent_mode: bool | None) -> dic
     if agent_mode is not None:
         body["agent_mode"] = agent_mode
     return body
+
+
+def _number(text: str) -> float | None:
+    """A sample's value as Prometheus writes it (``1.79662711288e+09``); None if unreadable."""
+    try:
+        return float(text)
+    except ValueError:
+        return None

@@ -3,8 +3,8 @@
 What the charm may call, all here: :func:`admin_session` (the one way into GARM as its admin),
 :func:`run_chain` (one pass: controller URLs, credentials, agent tools, entities, charmed
 template, scale sets, then deletions in reverse) with its :class:`Writes` (the bounded pool and
-the pass's budget), the memory kept between hooks
-(:class:`Memory` and its field encoding), the ``scaleset-status`` table, and the removal
+the pass's budget), the memory kept between hooks (:class:`Memory` and its field encoding;
+:class:`IdleStarts`, which the unit keeps), the ``scaleset-status`` table, and the removal
 teardown (:func:`remove_managed`). The modules behind it each own one kind of object
 (``credentials``, ``entities``, ``charmed_template``, ``controller``, ``scalesets/``) or one
 rule (``containment``, ``session``, ``memory``). Nothing here imports ops or a Juju-side
@@ -17,6 +17,7 @@ from reconcile.memory import Memory
 from reconcile.memory import decode as decode_memory
 from reconcile.memory import encode as encode_memory
 from reconcile.scalesets.table import format_runner_faults, format_scaleset_table, read_status
+from reconcile.scalesets.worker_starts import IdleStarts
 from reconcile.session import (
     AdminRefusedError,
     GarmNotAnsweringError,
@@ -35,6 +36,7 @@ __all__ = [
     "CharmedTemplateError",
     "GarmNotAnsweringError",
     "GarmNotInitialisedError",
+    "IdleStarts",
     "Memory",
     "TeardownError",
     "Unfinished",

@@ -40,6 +40,7 @@ from reconcile.scalesets.stall import (
     shortfalls,
     watch_stalls,
 )
+from reconcile.scalesets.worker_starts import IdleStarts
 from reconcile.writes import Unfinished, Writes
 from vocabulary.desired_state import (
     CredentialSpec,
@@ -70,6 +71,8 @@ class ChainResult:
         endpoint_bundles: the CA bundles (PEM) of the charm's GitHub Enterprise Server
             endpoints GARM holds after the pass, by lower-case name.
         unfinished: the steps the pass's budget cut, in order: the next pass goes on.
+        idle: what the next pass is to know of GARM's idle worker starts: GARM's process and
+            lookups at which they stopped (``scalesets.worker_starts``); the caller keeps it.
     """
 
     live: list[ScaleSet]
@@ -79,6 +82,7 @@ class ChainResult:
     version: str = ""
     endpoint_bundles: dict[str, str] = dataclasses.field(default_factory=dict[str, str])
     unfinished: tuple[Unfinished, ...] = ()
+    idle: IdleStarts | None = None
 
 
 @traced("reconcile.chain")
@@ -89,6 +93,7 @@ def run_chain(
     *,
     read_tool: ToolReader | None = None,
     writes: Writes | None = None,
+    idle: IdleStarts | None = None,
 ) -> ChainResult:
     """Bring GARM's controller, credentials, tools, entities, template, scale sets to ``state``.
 
@@ -99,6 +104,7 @@ def run_chain(
         read_tool: reads a shipped garm-agent binary, called only for one GARM does not
             hold; None when the binaries cannot be read (nothing is uploaded).
         writes: the pass's writes: its pool and budget (None: the default pool, no budget).
+        idle: what an earlier pass found GARM's worker starts idle at (``ChainResult.idle``).
 
     Returns:
         The live scale sets, the notices of the pass and the memory for the next.
@@ -143,7 +149,7 @@ def run_chain(
         with spans.start_as_current_span("reconcile.scalesets"):
             reclaim = Reclaim(memory.registered, GitHubDoors(client, state).open)
             result = ScalesetReconciler(
-                client, writes=writes, reclaim=reclaim, entities=entity_step
+                client, writes=writes, reclaim=reclaim, entities=entity_step, idle=idle
             ).reconcile(specs, prune=state.prune, held=held.scalesets, held_apps=held.apps)
     except BaseException:
         entity_step.settled(quiet=True)  # the first failure is the pass's
@@ -204,6 +210,7 @@ def run_chain(
         controller.version,
         endpoints.held_bundles(),
         tuple(writes.unfinished),
+        result.idle,
     )
 
 

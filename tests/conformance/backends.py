@@ -112,6 +112,10 @@ class ProxiedEmulator:
         """Load the providers of a new service environment, as a restarted GARM would."""
         self.emulator.replan(environment)
 
+    def restart(self) -> None:
+        """A new GARM process with the providers it runs with (as real GARM's ``restart``)."""
+        self.emulator.restart(self.emulator.providers)
+
     def settle(self) -> None:
         """Run GARM's background work: 30 s on the emulator's simulated clock."""
         self.emulator.advance(timedelta(seconds=30))

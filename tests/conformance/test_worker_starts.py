@@ -15,15 +15,17 @@ before it (``hold_worker_starts``).
 
 from __future__ import annotations
 
+import time
 from typing import Any
 
 import pytest
 
-from garm import GarmClient
+from garm import CreateScaleSetParams, GarmClient, UpdateScaleSetParams
 from reconcile.scalesets import worker_starts
 from reconcile.scalesets.reconciler import ScalesetReconciler
 from reconcile.writes import Writes
 from tests.conformance.backends import EMULATOR, ProxiedEmulator, wait_for
+from tests.conformance.conftest import PROVIDER_NAME
 from tests.conformance.test_drain import SCALESET, _seed_scaleset
 from tests.github_standin import GitHubStandin
 from tests.real_garm.harness import UNEXPECTED_EXITS, RealGarm
@@ -60,7 +62,7 @@ class HeldStart:
 
 
 def counts(client: GarmClient) -> tuple[float, float]:
-    operations = client.github_operations()
+    operations = client.counters().operations
     return operations.get(worker_starts.LOOKUP, 0.0), operations.get(worker_starts.SESSION, 0.0)
 
 
@@ -122,3 +124,59 @@ def test_the_pass_removes_a_scale_set_only_once_garm_started_its_worker(
         assert not [line for line in UNEXPECTED_EXITS if str(ready_garm.workdir) in line]
         github: GitHubStandin = request.getfixturevalue("github")
         assert github.scalesets() == []
+
+
+def test_garm_tells_its_process_start_and_a_restart_tells_another(
+    ready_garm: Garm, client: GarmClient
+):
+    # The gate keys what it found idle by GARM's process (``worker_starts.IdleStarts``).
+    before = client.counters().started
+    assert before is not None
+    assert abs(before - time.time()) < 600
+
+    ready_garm.restart()
+
+    after = client.counters().started
+    assert after is not None
+    assert after > before
+
+
+def test_disables_and_deletes_of_started_workers_look_nothing_up(
+    ready_garm: Garm, client: GarmClient
+):
+    # What the gate found idle stays true while the pass disables and deletes scale sets whose
+    # workers run: only a worker's start moves the lookups.
+    kept = _seed_scaleset(client, min_idle=0)
+    gone = _another_scaleset(client, kept)
+    wait_for(ready_garm, "both workers' listeners", lambda: counts(client) == (2.0, 2.0))
+
+    disabled = UpdateScaleSetParams(enabled=False, min_idle_runners=0)
+    for scaleset_id in (kept, gone):
+        client.update_scaleset(scaleset_id, disabled)
+    ready_garm.settle()
+    client.delete_scaleset(gone)
+    ready_garm.settle()
+
+    assert counts(client)[0] == 2.0
+    assert client.counters().operations.get(worker_starts.DELETED) == 1.0
+
+
+def _another_scaleset(client: GarmClient, beside: int) -> int:
+    """A second scale set of the organisation of ``beside``, enabled; its id."""
+    first = next(s for s in client.list_scalesets() if s.id == beside)
+    assert first.org_id is not None
+    params = CreateScaleSetParams(
+        name=f"{SCALESET}-2",
+        provider_name=PROVIDER_NAME,
+        image="ubuntu-24.04",
+        flavor="m1.small",
+        os_type="linux",
+        os_arch="amd64",
+        max_runners=2,
+        min_idle_runners=0,
+        enabled=True,
+        labels=["linux"],
+    )
+    created = client.create_org_scaleset(first.org_id, params)
+    assert created.id is not None
+    return created.id

@@ -9,7 +9,9 @@ opens a message session (``CreateMessageSession``); disabled and enabled again, 
 more; a delete through the API deletes the scale set on GitHub (``DeleteRunnerScaleSet``).
 ``scope`` is the kind of entity (``Organization``, ``Repository``). Counted since the process
 started; an operation never made has no sample. A scale set on a provider GARM did not load
-gets no worker.
+gets no worker. When the process started is there too, as Prometheus' default process
+collector exports it beside GARM's own metrics (``process_start_time_seconds``, seconds since
+the epoch in clock ticks of 10 ms, written as Go writes a float): each restart a new one.
 
 The emulator starts a worker at once (its retry loop never lags) unless a test holds the starts
 (:meth:`Workers.hold`, ``GarmEmulator.hold_worker_starts``), as real GARM does while it works
@@ -24,13 +26,43 @@ the calls made.
 
 from __future__ import annotations
 
+import time
 from collections import Counter
 from dataclasses import dataclass, field
+from decimal import Decimal
 
 LOOKUP = "GetRunnerScaleSetByNameAndRunnerGroup"
 SESSION = "CreateMessageSession"
 DELETED = "DeleteRunnerScaleSet"
 SCOPES = {"organization": "Organization", "repository": "Repository"}
+# Linux counts a process's start in clock ticks (USER_HZ, 100 a second).
+TICK = 0.01
+
+
+def _process_start() -> float:
+    return round(time.time(), 2)
+
+
+def go_float(value: float) -> str:
+    """``value`` as Go's Prometheus client writes a sample (``strconv``'s ``'g'``, shortest).
+
+    The shortest digits that read back the same, with an exponent from 10**6 or below 10**-4:
+    ``3``, ``0.5``, ``1.79662711288e+09``.
+    """
+    if value == 0:
+        return "0"
+    sign, digits, exponent = Decimal(repr(float(value))).normalize().as_tuple()
+    assert isinstance(exponent, int)
+    shown = "".join(str(d) for d in digits)
+    power = len(digits) + exponent - 1
+    minus = "-" if sign else ""
+    if power < -4 or power >= 6:
+        mantissa = shown[0] + (f".{shown[1:]}" if len(shown) > 1 else "")
+        return f"{minus}{mantissa}e{'-' if power < 0 else '+'}{abs(power):02d}"
+    if exponent >= 0:
+        return minus + shown + "0" * exponent
+    whole = shown[:exponent] if len(shown) > -exponent else "0"
+    return f"{minus}{whole}.{shown[exponent:].rjust(-exponent, '0')}"
 
 
 @dataclass
@@ -42,6 +74,8 @@ class Workers:
     # Scale-set id -> (scope, enabled) of the workers waiting to start, in creation order.
     waiting: dict[int, tuple[str, bool]] = field(default_factory=dict[int, tuple[str, bool]])
     started: set[int] = field(default_factory=set[int])
+    # When this process started (``process_start_time_seconds``).
+    process_start: float = field(default_factory=_process_start)
 
     def created(self, scaleset_id: int, kind: str, enabled: bool) -> None:
         """A scale set GARM will run a worker for: started now, unless starts are held."""
@@ -74,6 +108,7 @@ class Workers:
 
     def restarted(self, rows: dict[int, tuple[str, bool]]) -> None:
         """A new process: counters from zero, every worker (``rows``) to start again."""
+        self.process_start = max(_process_start(), round(self.process_start + TICK, 2))
         self.counts.clear()
         self.started.clear()
         self.waiting = dict(rows)
@@ -97,15 +132,25 @@ class Workers:
             self.held = False
 
     def exposition(self) -> str:
-        """The counter as GARM's ``/metrics`` shows it (no sample for an operation not made)."""
-        if not self.counts:
-            return ""
-        lines = [
-            "# HELP garm_github_operations_total Total number of github operation attempts",
-            "# TYPE garm_github_operations_total counter",
-        ]
+        """The counter as GARM's ``/metrics`` shows it (no sample for an operation not made).
+
+        And the process's start, as the default registry's process collector shows it.
+        """
+        lines: list[str] = []
+        if self.counts:
+            lines += [
+                "# HELP garm_github_operations_total Total number of github operation attempts",
+                "# TYPE garm_github_operations_total counter",
+            ]
         for (operation, scope), value in sorted(self.counts.items()):
             lines.append(
-                f'garm_github_operations_total{{operation="{operation}",scope="{scope}"}} {value}'
+                f'garm_github_operations_total{{operation="{operation}",scope="{scope}"}} '
+                f"{go_float(value)}"
             )
+        lines += [
+            "# HELP process_start_time_seconds Start time of the process since unix epoch in "
+            "seconds.",
+            "# TYPE process_start_time_seconds gauge",
+            f"process_start_time_seconds {go_float(self.process_start)}",
+        ]
         return "\n".join(lines) + "\n"

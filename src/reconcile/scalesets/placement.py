@@ -5,19 +5,23 @@ names another provider (its leader unit was removed and the new leader publishes
 another organisation or repository is changed by replacement, like a label change: the live
 scale set of the label name is retired and drained, and the replacement is created where the
 spec says, under a name that also hashes the placement (two live scale sets cannot share a
-name). Owns that rule, kept without memory: it is re-derived from GARM's listing every pass.
-Pure: must not import ops; makes no GARM call.
+name). Owns that rule, kept without memory: it is re-derived from GARM's listing every pass,
+and the notice of a name taken elsewhere. Pure: must not import ops; makes no GARM call.
 """
 
 from __future__ import annotations
 
 import hashlib
+import logging
 from collections.abc import Mapping
 
 from garm import ScaleSet
 from reconcile.endpoints import endpoint_of
 from reconcile.scalesets.names import LABEL_HASH_LENGTH, name_base, target_scaleset_name
 from vocabulary.desired_state import DEFAULT_GITHUB_ENDPOINT, ScalesetSpec, entity_key
+from vocabulary.notices import Notice, Severity
+
+logger = logging.getLogger(__name__)
 
 
 def placed_as_specified(live: ScaleSet, spec: ScalesetSpec) -> bool:
@@ -69,3 +73,21 @@ def resolve_target(spec: ScalesetSpec, observed: Mapping[str, ScaleSet]) -> str:
     if label_live is None and placed_name not in observed:
         return label_name
     return placed_name
+
+
+def name_taken_notice(live: ScaleSet, spec: ScalesetSpec) -> Notice:
+    """A scale set made by hand under the charm's own name, elsewhere: never the charm's."""
+    logger.warning(
+        "Scaleset name %r is taken by a scale set on provider %r of %s, but %r asks for"
+        " provider %r and %s %r; it is not the charm's to update or delete",
+        live.name,
+        live.provider_name,
+        live.org_name or live.repo_name,
+        spec.name,
+        spec.provider_name,
+        spec.entity_type,
+        spec.entity_name,
+    )
+    return Notice(
+        Severity.BLOCKED, spec.name, f"name {live.name} is taken on another provider or entity"
+    )

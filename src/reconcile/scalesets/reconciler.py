@@ -37,12 +37,16 @@ from reconcile.endpoints import endpoint_of
 from reconcile.scalesets.custom_templates import CustomTemplates
 from reconcile.scalesets.names import Generations, dedupe_specs
 from reconcile.scalesets.params import create_params, needs_update, update_params
-from reconcile.scalesets.placement import placed_as_specified, resolve_target
+from reconcile.scalesets.placement import (
+    name_taken_notice,
+    placed_as_specified,
+    resolve_target,
+)
 from reconcile.scalesets.reclaim import Reclaim, reclaiming
 from reconcile.scalesets.retirement import Retirement, ScalesetProgress
 from reconcile.scalesets.runners import RunnerRemover
 from reconcile.scalesets.sweep import OrphanSweep
-from reconcile.scalesets.worker_starts import WorkerGate
+from reconcile.scalesets.worker_starts import IdleStarts, WorkerGate
 from reconcile.writes import Writes
 from vocabulary.desired_state import EntityKey, ScalesetSpec, app_of_provider, entity_key
 from vocabulary.notices import Notice, Severity
@@ -85,6 +89,7 @@ class ReconcileResult:
         wanted: the live names the desired specs want this pass (their active generation).
         absent: those of ``wanted`` GARM did not hold at the pass's start.
         unsettled: names GARM holds under a GitHub id older than the charm's, not cleared up.
+        idle: what the next pass is to know of GARM's idle worker starts (``worker_starts``).
     """
 
     progress: list[ScalesetProgress]
@@ -93,6 +98,7 @@ class ReconcileResult:
     wanted: frozenset[str] = frozenset()
     absent: frozenset[str] = frozenset()
     unsettled: frozenset[str] = frozenset()
+    idle: IdleStarts | None = None
 
 
 class ScalesetReconciler:
@@ -105,6 +111,7 @@ class ScalesetReconciler:
         writes: Writes | None = None,
         reclaim: Reclaim | None = None,
         entities: EntityStep | None = None,
+        idle: IdleStarts | None = None,
     ) -> None:
         """Create the reconciler.
 
@@ -117,12 +124,14 @@ class ScalesetReconciler:
                 is refused for one (``reclaim``); None: no GitHub scale set is reclaimed.
             entities: the entity step still running beside this pass: a spec waits for its
                 entity's object, and the deletions for the whole step; None: it is done.
+            idle: what an earlier pass found GARM's worker starts idle at (``worker_starts``).
         """
         self._client = client
         self._clock = clock
         self._writes = writes or Writes(size=1)
         self._reclaim = reclaim
         self._entities = entities
+        self._idle = idle
 
     def reconcile(
         self,
@@ -154,9 +163,9 @@ class ScalesetReconciler:
             GarmProtocolError: GARM answered in a shape the charm cannot read (same).
             GarmApiError: a pass-start listing failed.
         """
-        return _Pass(self._client, self._clock, self._writes, self._reclaim, self._entities).run(
-            dedupe_specs(desired), prune, held, held_apps
-        )
+        return _Pass(
+            self._client, self._clock, self._writes, self._reclaim, self._entities, self._idle
+        ).run(dedupe_specs(desired), prune, held, held_apps)
 
 
 @dataclass
@@ -168,6 +177,7 @@ class _Pass:
     writes: Writes
     reclaim: Reclaim | None
     entities: EntityStep | None
+    idle: IdleStarts | None
     created: list[ScaleSet] = field(default_factory=list[ScaleSet])
     notices: list[Notice] = field(default_factory=list[Notice])
     _entity_ids: dict[str, dict[EntityKey, str]] = field(
@@ -179,7 +189,8 @@ class _Pass:
         runners = RunnerRemover(self.client, self.clock)
         # One disable in GARM at a time, however many objects the pool runs (``sweep``), and
         # none before GARM has started the scale sets' workers (``worker_starts``).
-        disabling, self.gate = threading.Lock(), WorkerGate(self.client, self.writes)
+        disabling = threading.Lock()
+        self.gate = WorkerGate(self.client, self.writes, idle=self.idle)
         self.retirement = Retirement(
             self.client, self.clock, runners, self.templates, disabling, self.gate
         )
@@ -261,6 +272,7 @@ class _Pass:
             wanted,
             wanted - observed.keys(),
             frozenset(self.reclaim.unsettled if self.reclaim else ()),
+            self.gate.idle,
         )
 
     @staticmethod
@@ -314,7 +326,7 @@ class _Pass:
             return []
         if active in observed and not placed_as_specified(observed[active], spec):
             # Only a scale set made by hand under the charm's own name can be here.
-            notices.append(_name_taken_notice(observed[active], spec))
+            notices.append(name_taken_notice(observed[active], spec))
             return []
         template_id = self.templates.ensure(spec, active)
         desired_extra = dict(params.extra_specs or {})
@@ -426,23 +438,6 @@ def _observe(listing: Iterable[ScaleSet]) -> dict[str, ScaleSet]:
             continue
         observed[scaleset.name] = scaleset
     return observed
-
-
-def _name_taken_notice(live: ScaleSet, spec: ScalesetSpec) -> Notice:
-    logger.warning(
-        "Scaleset name %r is taken by a scale set on provider %r of %s, but %r asks for"
-        " provider %r and %s %r; it is not the charm's to update or delete",
-        live.name,
-        live.provider_name,
-        live.org_name or live.repo_name,
-        spec.name,
-        spec.provider_name,
-        spec.entity_type,
-        spec.entity_name,
-    )
-    return Notice(
-        Severity.BLOCKED, spec.name, f"name {live.name} is taken on another provider or entity"
-    )
 
 
 def _sorted_tags(scaleset: ScaleSet) -> list[str]:

@@ -13,7 +13,7 @@ start register it on GitHub again, a scale set no one then owns
 
 GARM's API says nothing of a worker: a scale set reads the same before and after its worker
 started. The one thing it exposes is its Prometheus counter of its GitHub calls
-(:meth:`garm.GarmClient.github_operations`): a worker's start looks its scale set up on GitHub
+(:meth:`garm.GarmClient.counters`): a worker's start looks its scale set up on GitHub
 once (``GetRunnerScaleSetByNameAndRunnerGroup``), and an enabled worker's listener opens a
 message session (``CreateMessageSession``) once the worker's watcher is registered; both are
 counted since GARM's process started, for every organisation together. So the gate
@@ -30,6 +30,12 @@ counted since GARM's process started, for every organisation together. So the ga
   are deleted in a later one (:attr:`WorkerGate.opened_idle`). GARM leaves a worker unstarted
   when its start fails before the lookup, or when the scale set was created between its
   organisation's controller listing the database and registering its watcher, at GARM's start;
+  such a worker stays lost until a change to its scale set or GARM's next start, so the pass
+  hands on what it found (:class:`IdleStarts`: GARM's process start, from the same
+  ``/metrics``, and the lookups it stopped at) and a later pass of the same GARM process whose
+  lookups have not moved goes on at once: one :data:`IDLE` wait per start of GARM, not per
+  pass (the charm keeps it between hooks; GARM started again, or lookups that moved, and the
+  gate judges afresh);
 - or GARM's counters cannot be read (the charm's GARM always exports them): as before the gate.
 
 Every step that disables or deletes waits for the gate, one decision a pass, within the pass's
@@ -47,7 +53,7 @@ import time
 from collections.abc import Callable, Collection, Iterable
 from dataclasses import dataclass
 
-from garm import GarmClient, ScaleSet
+from garm import GarmClient, GarmCounters, ScaleSet
 from reconcile.containment import contain
 from reconcile.writes import Unfinished, Writes
 
@@ -82,10 +88,29 @@ def _monotonic() -> float:
 
 
 @dataclass(frozen=True)
+class IdleStarts:
+    """GARM's retry loop found starting no worker, some left: in which process, at what count.
+
+    Attributes:
+        garm_started: when that GARM process started (its ``process_start_time_seconds``).
+        lookups: GARM's worker lookups (:data:`LOOKUP`) when they had not moved for
+            :data:`IDLE` seconds.
+    """
+
+    garm_started: float
+    lookups: float
+
+
+@dataclass(frozen=True)
 class _Counts:
     lookups: float
     sessions: float
     deleted: float
+
+    @classmethod
+    def of(cls, counters: GarmCounters) -> _Counts:
+        made = counters.operations
+        return cls(made.get(LOOKUP, 0.0), made.get(SESSION, 0.0), made.get(DELETED, 0.0))
 
 
 class WorkerGate:
@@ -97,6 +122,7 @@ class WorkerGate:
         writes: Writes,
         sleep: Callable[[float], None] | None = None,
         clock: Callable[[], float] | None = None,
+        idle: IdleStarts | None = None,
     ) -> None:
         """Create the gate of one pass; :meth:`expect` tells it GARM's scale sets.
 
@@ -106,8 +132,11 @@ class WorkerGate:
                 to the next pass.
             sleep: waits so many seconds; :func:`_pause` when None.
             clock: monotonic seconds; :func:`_monotonic` when None.
+            idle: what an earlier pass found GARM's retry loop idle at (:attr:`idle`), if any.
         """
         self._client = client
+        self._remembered = idle
+        self._kept = idle
         self._writes = writes
         self._sleep = sleep or _pause
         self._clock = clock or _monotonic
@@ -159,6 +188,17 @@ class WorkerGate:
         with self._lock:
             return self._idle
 
+    @property
+    def idle(self) -> IdleStarts | None:
+        """What the next pass is to know of GARM's idle retry loop (None: nothing).
+
+        The decision this pass found or went on with; the one it was given while it has not
+        read GARM's counters; None once the counts reached the scale sets, GARM started again
+        or the lookups moved without going idle again.
+        """
+        with self._lock:
+            return self._kept
+
     def _cut(self) -> Unfinished:
         started = int(self._last.lookups - self._last.deleted) if self._last else 0
         return Unfinished(WAITING_STEP, max(0, min(started, self._workers)), self._workers)
@@ -167,17 +207,28 @@ class WorkerGate:
         """Read GARM's counters once; whether the gate is open by them."""
         if not self._workers:
             return True
-        with contain() as refused:
-            counts = self._client.github_operations()
-        if refused.error is not None:
-            logger.warning(
-                "Cannot read GARM's counters of its scale-set workers (%s); going on without",
-                refused.error,
-            )
+        counters = self._counters()
+        if counters is None:
             return True
-        now = _Counts(counts.get(LOOKUP, 0.0), counts.get(SESSION, 0.0), counts.get(DELETED, 0.0))
+        now = _Counts.of(counters)
         if now.lookups >= self._workers + now.deleted and now.sessions >= self._listeners:
+            self._kept = None
             return True
+        return self._still_idle(counters.started, now) or self._gone_idle(counters.started, now)
+
+    def _counters(self) -> GarmCounters | None:
+        """GARM's counters; None when they cannot be read (the gate then goes on without)."""
+        with contain() as refused:
+            return self._client.counters()
+        logger.warning(
+            "Cannot read GARM's counters of its scale-set workers (%s); going on without",
+            refused.error,
+        )
+        return None
+
+    def _gone_idle(self, started: float | None, now: _Counts) -> bool:
+        """Whether the lookups have not moved for :data:`IDLE` seconds in this pass."""
+        self._kept = None
         if self._last is None or now.lookups != self._last.lookups:
             if self._last is None:
                 logger.info(
@@ -201,6 +252,26 @@ class WorkerGate:
             self._workers,
             now.deleted,
             IDLE,
+        )
+        self._idle = True
+        if started is not None:
+            self._kept = IdleStarts(started, now.lookups)
+        return True
+
+    def _still_idle(self, started: float | None, now: _Counts) -> bool:
+        """Whether an earlier pass found this GARM process idle at these very lookups."""
+        remembered = self._remembered
+        if remembered is None or self._last is not None:
+            return False
+        if started != remembered.garm_started or now.lookups != remembered.lookups:
+            return False
+        logger.info(
+            "GARM has started %d of its %d scale sets' workers (%d deleted since) and none since "
+            "an earlier pass found its retry loop idle; going on at once (the scale sets "
+            "disabled now are deleted in a later pass)",
+            now.lookups,
+            self._workers,
+            now.deleted,
         )
         self._idle = True
         return True

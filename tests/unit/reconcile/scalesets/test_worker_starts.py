@@ -10,15 +10,17 @@ from __future__ import annotations
 import re
 from collections.abc import Callable, Iterator
 
+import httpx
 import pytest
 
 from garm import GarmClient, UpdateScaleSetParams
 from reconcile.scalesets import worker_starts
 from reconcile.scalesets.reconciler import ScalesetReconciler
 from reconcile.scalesets.retirement import Phase
-from reconcile.scalesets.worker_starts import WorkerGate
+from reconcile.scalesets.worker_starts import IdleStarts, WorkerGate
 from reconcile.writes import Unfinished, Writes
 from tests.garm_emulator import GarmEmulator
+from tests.garm_emulator.workers import go_float
 from tests.unit.reconcile.scalesets.test_reconciler import (
     LIVE,
     NEW_LABELS,
@@ -91,11 +93,11 @@ def scaleset_writes(garm: GarmEmulator) -> list[tuple[str, str]]:
 def test_the_client_reads_garms_counter_of_github_calls_summed_over_scopes(
     garm: GarmEmulator, client: GarmClient
 ) -> None:
-    assert client.github_operations() == {}
+    assert client.counters().operations == {}
     garm.add_scaleset("on-org-0000aaaa", org=ORG)
     garm.add_scaleset("on-repo-0000aaaa", repo="canonical/garm", enabled=False)
 
-    assert client.github_operations() == {
+    assert client.counters().operations == {
         worker_starts.LOOKUP: 2.0,
         worker_starts.SESSION: 1.0,
     }
@@ -172,7 +174,7 @@ def test_scale_sets_deleted_since_garm_started_count_with_their_starts(
     writes = Writes(budget=BUDGET, clock=clock)
     gate = gate_of(client, writes, clock)
 
-    assert client.github_operations()[worker_starts.LOOKUP] == 3
+    assert client.counters().operations[worker_starts.LOOKUP] == 3
     assert gate.wait() is False
     assert [str(cut) for cut in writes.unfinished] == [
         "waiting for GARM to start its scale sets: 2 of 3"
@@ -205,9 +207,9 @@ def test_a_garm_restart_starts_every_worker_again(garm: GarmEmulator, client: Ga
     garm.hold_worker_starts()
     garm.restart(providers=garm.providers)
 
-    assert client.github_operations() == {}
+    assert client.counters().operations == {}
     garm.release_worker_starts()
-    assert client.github_operations()[worker_starts.LOOKUP] == 3
+    assert client.counters().operations[worker_starts.LOOKUP] == 3
 
 
 # --- the pass ---------------------------------------------------------------------------------
@@ -301,7 +303,7 @@ def test_after_an_idle_wait_the_scale_sets_disabled_are_deleted_in_the_next_pass
 
     assert sorted(m for m, _ in scaleset_writes(garm)) == ["PUT"] * 3
     assert [str(cut) for cut in writes.unfinished] == ["deleting scale sets: 0 of 3"]
-    assert client.github_operations()[worker_starts.LOOKUP] == 3  # the lost one has one now
+    assert client.counters().operations[worker_starts.LOOKUP] == 3  # the lost one has one now
 
     garm.clear_requests()
     writes = one()
@@ -309,3 +311,77 @@ def test_after_an_idle_wait_the_scale_sets_disabled_are_deleted_in_the_next_pass
     assert writes.unfinished == []
     assert sorted(m for m, _ in scaleset_writes(garm)) == ["DELETE"] * 3
     assert names(garm) == set()
+
+
+# --- what a pass hands on: GARM found idle, keyed by its process --------------------------------
+
+
+def idle_gate(
+    client: GarmClient, clock: Clock, idle: IdleStarts | None, writes: Writes | None = None
+) -> WorkerGate:
+    writes = writes or Writes(budget=BUDGET, clock=clock)
+    gate = WorkerGate(client, writes, sleep=clock.sleep, clock=clock, idle=idle)
+    gate.expect(client.list_scalesets(), {p.name or "" for p in client.list_providers()})
+    return gate
+
+
+def test_an_idle_retry_loop_is_handed_on_with_garms_process_start(
+    garm: GarmEmulator, client: GarmClient, clock: Clock
+) -> None:
+    seeded(garm, held=True)
+    garm.release_worker_starts(2)
+    gate = gate_of(client, Writes(budget=60.0, clock=clock), clock)
+
+    assert gate.wait() is True
+    assert gate.idle == IdleStarts(garm.state.workers.process_start, 2.0)
+
+    clock.sleeps.clear()
+    again = idle_gate(client, clock, gate.idle)
+
+    assert again.wait() is True
+    assert again.opened_idle  # what it disables now is deleted in a later pass
+    assert clock.sleeps == []
+    assert again.idle == gate.idle
+
+
+def test_lookups_that_moved_are_judged_afresh(
+    garm: GarmEmulator, client: GarmClient, clock: Clock
+) -> None:
+    seeded(garm, held=True)
+    garm.release_worker_starts(1)
+    remembered = IdleStarts(garm.state.workers.process_start, 1.0)
+    garm.release_worker_starts(1)  # GARM's retry loop started one more since
+
+    writes = Writes(budget=BUDGET, clock=clock)
+    gate = idle_gate(client, clock, remembered, writes)
+
+    assert gate.wait() is False  # BUDGET is shorter than IDLE
+    assert gate.idle is None
+    assert [str(cut) for cut in writes.unfinished] == [
+        "waiting for GARM to start its scale sets: 2 of 3"
+    ]
+
+
+def test_a_gate_that_reads_no_counter_keeps_what_it_was_given(
+    garm: GarmEmulator, client: GarmClient, clock: Clock
+) -> None:
+    remembered = IdleStarts(garm.state.workers.process_start, 5.0)
+    gate = idle_gate(client, clock, remembered)  # no scale set: nothing to wait for
+
+    assert gate.wait() is True
+    assert gate.idle == remembered
+    assert metrics_reads(garm) == 0
+
+
+def test_the_client_reads_garms_process_start_as_prometheus_writes_it(
+    garm: GarmEmulator, client: GarmClient
+) -> None:
+    started = client.counters().started
+
+    assert started == garm.state.workers.process_start
+    assert (
+        f"process_start_time_seconds {go_float(started)}\n"
+        in httpx.get(f"{garm.base_url}/metrics").text
+    )
+    garm.restart(providers=garm.providers)
+    assert (client.counters().started or 0.0) > started
