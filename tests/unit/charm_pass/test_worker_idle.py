@@ -20,29 +20,15 @@ from ops import testing
 from reconcile.scalesets import worker_starts
 from tests.charm_driver import CharmDriver, base_state, configurator, deployed
 from tests.garm_emulator import GarmEmulator
+from tests.sleep_clock import SleepClock
 
 OWNER = "GarmCharm/WorkerIdle[worker-idle]"
 NEW_LABELS = "linux,x64,noble"
 
 
-class Clock:
-    """The gate's monotonic seconds, moved only by its sleeps."""
-
-    def __init__(self) -> None:
-        self.now = 0.0
-        self.sleeps: list[float] = []
-
-    def __call__(self) -> float:
-        return self.now
-
-    def sleep(self, seconds: float) -> None:
-        self.sleeps.append(seconds)
-        self.now += seconds
-
-
 @pytest.fixture
-def clock(monkeypatch: pytest.MonkeyPatch) -> Iterator[Clock]:
-    fake = Clock()
+def clock(monkeypatch: pytest.MonkeyPatch) -> Iterator[SleepClock]:
+    fake = SleepClock()
     monkeypatch.setattr(worker_starts, "_pause", fake.sleep)
     monkeypatch.setattr(worker_starts, "_monotonic", fake)
     yield fake
@@ -65,7 +51,7 @@ def scaleset_writes(garm: GarmEmulator) -> list[str]:
 
 
 @pytest.fixture
-def lost_one(garm: GarmEmulator, tmp_path: Path, clock: Clock) -> CharmDriver:
+def lost_one(garm: GarmEmulator, tmp_path: Path, clock: SleepClock) -> CharmDriver:
     """Three scale sets; GARM started again and lost cfg-c's worker; cfg-a's labels changed.
 
     The label change's first pass creates the new generation (its predecessor waits for it).
@@ -98,7 +84,7 @@ def cfg_a_enabled(garm: GarmEmulator) -> list[bool]:
 
 
 def test_a_lost_worker_costs_one_idle_wait_per_garm_process_not_one_per_pass(
-    lost_one: CharmDriver, garm: GarmEmulator, clock: Clock
+    lost_one: CharmDriver, garm: GarmEmulator, clock: SleepClock
 ):
     driver = lost_one
     driver.run(driver.ctx.on.update_status())  # the predecessor is retired: the gate is asked
@@ -119,7 +105,7 @@ def test_a_lost_worker_costs_one_idle_wait_per_garm_process_not_one_per_pass(
 
 
 def test_a_new_garm_process_is_judged_afresh(
-    lost_one: CharmDriver, garm: GarmEmulator, clock: Clock
+    lost_one: CharmDriver, garm: GarmEmulator, clock: SleepClock
 ):
     driver = lost_one
     driver.run(driver.ctx.on.update_status())
@@ -136,7 +122,7 @@ def test_a_new_garm_process_is_judged_afresh(
 
 
 def test_once_garm_started_every_worker_nothing_is_kept(
-    lost_one: CharmDriver, garm: GarmEmulator, clock: Clock
+    lost_one: CharmDriver, garm: GarmEmulator, clock: SleepClock
 ):
     driver = lost_one
     driver.run(driver.ctx.on.update_status())

@@ -34,6 +34,7 @@ from tests.garm_emulator import (
     GarmEmulator,
 )
 from tests.rsa_keys import pkcs1_pem
+from tests.sleep_clock import SleepClock
 
 ADMIN = "admin"
 PRIVATE_KEY = pkcs1_pem()  # real GARM refuses an App key that does not parse
@@ -182,21 +183,8 @@ def test_controller_is_reachable_before_urls_are_set(emulator: GarmEmulator) -> 
 # --- wait_for_ready ----------------------------------------------------------------------------
 
 
-class _FakeClock:
-    def __init__(self) -> None:
-        self.now = 0.0
-        self.sleeps: list[float] = []
-
-    def monotonic(self) -> float:
-        return self.now
-
-    def sleep(self, seconds: float) -> None:
-        self.sleeps.append(seconds)
-        self.now += seconds
-
-
 def test_wait_for_ready_times_out_on_dead_port(monkeypatch: pytest.MonkeyPatch) -> None:
-    clock = _FakeClock()
+    clock = SleepClock()
     monkeypatch.setattr(garm_client, "time", types.SimpleNamespace(monotonic=clock.monotonic))
     url = f"http://127.0.0.1:{_dead_port()}/api/v1"
     with GarmClient(url) as garm, pytest.raises(GarmConnectionError):
@@ -205,14 +193,14 @@ def test_wait_for_ready_times_out_on_dead_port(monkeypatch: pytest.MonkeyPatch) 
 
 
 def test_wait_for_ready_answers_at_once_when_garm_is_up(emulator: GarmEmulator) -> None:
-    clock = _FakeClock()
+    clock = SleepClock()
     with GarmClient(emulator.url) as garm:
         assert garm.wait_for_ready(sleep=clock.sleep) is False
     assert clock.sleeps == []
 
 
 def test_wait_for_ready_retries_dropped_connections(emulator: GarmEmulator) -> None:
-    clock = _FakeClock()
+    clock = SleepClock()
     emulator.drop_next("GET", "/controller-info", count=2)
     with GarmClient(emulator.url) as garm:
         assert garm.wait_for_ready(sleep=clock.sleep) is False
@@ -220,7 +208,7 @@ def test_wait_for_ready_retries_dropped_connections(emulator: GarmEmulator) -> N
 
 
 def test_wait_for_ready_does_not_retry_api_errors(emulator: GarmEmulator) -> None:
-    clock = _FakeClock()
+    clock = SleepClock()
     emulator.fail_next("GET", "/controller-info", 500)
     with GarmClient(emulator.url) as garm, pytest.raises(GarmApiError) as err:
         garm.wait_for_ready(sleep=clock.sleep)

@@ -21,6 +21,7 @@ from reconcile.scalesets.worker_starts import IdleStarts, WorkerGate
 from reconcile.writes import Unfinished, Writes
 from tests.garm_emulator import GarmEmulator
 from tests.garm_emulator.workers import go_float
+from tests.sleep_clock import SleepClock
 from tests.unit.reconcile.scalesets.test_reconciler import (
     LIVE,
     NEW_LABELS,
@@ -36,21 +37,6 @@ ORPHANS = ("gone-0-0000aaaa", "gone-1-0000aaaa", "gone-2-0000aaaa")
 BUDGET = 10.0
 
 
-class Clock:
-    """Monotonic seconds that move only when the code under test sleeps."""
-
-    def __init__(self) -> None:
-        self.now = 0.0
-        self.sleeps: list[float] = []
-
-    def __call__(self) -> float:
-        return self.now
-
-    def sleep(self, seconds: float) -> None:
-        self.sleeps.append(seconds)
-        self.now += seconds
-
-
 @pytest.fixture
 def garm(ready_emulator: GarmEmulator, client: GarmClient) -> GarmEmulator:
     """The emulator with a credential, an organisation and a repository, request log empty."""
@@ -60,9 +46,9 @@ def garm(ready_emulator: GarmEmulator, client: GarmClient) -> GarmEmulator:
 
 
 @pytest.fixture
-def clock(monkeypatch: pytest.MonkeyPatch) -> Iterator[Clock]:
+def clock(monkeypatch: pytest.MonkeyPatch) -> Iterator[SleepClock]:
     """The gate's sleep and clock, and the pass budget's, on one fake clock."""
-    fake = Clock()
+    fake = SleepClock()
     monkeypatch.setattr(worker_starts, "_pause", fake.sleep)
     monkeypatch.setattr(worker_starts, "_monotonic", fake)
     yield fake
@@ -76,7 +62,7 @@ def seeded(garm: GarmEmulator, count: int = 3, *, held: bool) -> None:
     garm.clear_requests()
 
 
-def gate_of(client: GarmClient, writes: Writes, clock: Clock) -> WorkerGate:
+def gate_of(client: GarmClient, writes: Writes, clock: SleepClock) -> WorkerGate:
     gate = WorkerGate(client, writes, sleep=clock.sleep, clock=clock)
     gate.expect(client.list_scalesets(), {p.name or "" for p in client.list_providers()})
     return gate
@@ -104,7 +90,7 @@ def test_the_client_reads_garms_counter_of_github_calls_summed_over_scopes(
 
 
 def test_the_gate_is_open_at_once_when_garm_started_every_worker(
-    garm: GarmEmulator, client: GarmClient, clock: Clock
+    garm: GarmEmulator, client: GarmClient, clock: SleepClock
 ) -> None:
     seeded(garm, held=False)
     gate = gate_of(client, Writes(budget=20.0, clock=clock), clock)
@@ -116,7 +102,7 @@ def test_the_gate_is_open_at_once_when_garm_started_every_worker(
 
 
 def test_the_gate_waits_for_the_starts_then_settles(
-    garm: GarmEmulator, client: GarmClient, clock: Clock
+    garm: GarmEmulator, client: GarmClient, clock: SleepClock
 ) -> None:
     seeded(garm, held=True)
     gate = gate_of(client, Writes(budget=20.0, clock=clock), clock)
@@ -134,7 +120,7 @@ def test_the_gate_waits_for_the_starts_then_settles(
 
 
 def test_a_wait_the_budget_ends_is_left_to_the_next_pass_in_its_own_words(
-    garm: GarmEmulator, client: GarmClient, clock: Clock
+    garm: GarmEmulator, client: GarmClient, clock: SleepClock
 ) -> None:
     seeded(garm, held=True)
     garm.release_worker_starts(1)
@@ -148,7 +134,7 @@ def test_a_wait_the_budget_ends_is_left_to_the_next_pass_in_its_own_words(
 
 
 def test_a_retry_loop_that_starts_no_worker_for_a_while_opens_the_gate(
-    garm: GarmEmulator, client: GarmClient, clock: Clock, caplog: pytest.LogCaptureFixture
+    garm: GarmEmulator, client: GarmClient, clock: SleepClock, caplog: pytest.LogCaptureFixture
 ) -> None:
     seeded(garm, held=True)
     garm.release_worker_starts(2)  # one worker GARM cannot start (its GitHub lookup fails)
@@ -161,7 +147,7 @@ def test_a_retry_loop_that_starts_no_worker_for_a_while_opens_the_gate(
 
 
 def test_scale_sets_deleted_since_garm_started_count_with_their_starts(
-    garm: GarmEmulator, client: GarmClient, clock: Clock
+    garm: GarmEmulator, client: GarmClient, clock: SleepClock
 ) -> None:
     # Without them, three starts would cover three listed scale sets, one still unstarted.
     seeded(garm, held=False)
@@ -182,7 +168,7 @@ def test_scale_sets_deleted_since_garm_started_count_with_their_starts(
 
 
 def test_scale_sets_on_a_provider_garm_did_not_load_are_not_waited_for(
-    garm: GarmEmulator, client: GarmClient, clock: Clock
+    garm: GarmEmulator, client: GarmClient, clock: SleepClock
 ) -> None:
     garm.add_scaleset("orphaned-0000aaaa", org=ORG, provider_name="gone-provider-0")
     gate = gate_of(client, Writes(budget=20.0, clock=clock), clock)
@@ -192,7 +178,7 @@ def test_scale_sets_on_a_provider_garm_did_not_load_are_not_waited_for(
 
 
 def test_unreadable_counters_leave_the_gate_open(
-    garm: GarmEmulator, client: GarmClient, clock: Clock, caplog: pytest.LogCaptureFixture
+    garm: GarmEmulator, client: GarmClient, clock: SleepClock, caplog: pytest.LogCaptureFixture
 ) -> None:
     seeded(garm, held=True)
     garm.fail_next("GET", "/metrics", 404)
@@ -215,7 +201,7 @@ def test_a_garm_restart_starts_every_worker_again(garm: GarmEmulator, client: Ga
 # --- the pass ---------------------------------------------------------------------------------
 
 
-def passes(client: GarmClient, garm: GarmEmulator, clock: Clock) -> Callable[[], Writes]:
+def passes(client: GarmClient, garm: GarmEmulator, clock: SleepClock) -> Callable[[], Writes]:
     def one() -> Writes:
         writes = Writes(budget=BUDGET, clock=clock)
         ScalesetReconciler(client, clock=lambda: garm.now, writes=writes).reconcile([])
@@ -225,7 +211,7 @@ def passes(client: GarmClient, garm: GarmEmulator, clock: Clock) -> Callable[[],
 
 
 def test_orphans_are_neither_disabled_nor_deleted_before_garm_started_their_workers(
-    garm: GarmEmulator, client: GarmClient, clock: Clock
+    garm: GarmEmulator, client: GarmClient, clock: SleepClock
 ) -> None:
     seeded(garm, held=True)
     garm.release_worker_starts(1)
@@ -248,7 +234,7 @@ def test_orphans_are_neither_disabled_nor_deleted_before_garm_started_their_work
 
 
 def test_a_predecessor_is_not_retired_before_garm_started_its_worker(
-    garm: GarmEmulator, client: GarmClient, clock: Clock
+    garm: GarmEmulator, client: GarmClient, clock: SleepClock
 ) -> None:
     garm.add_scaleset(LIVE, org=ORG, labels=["linux", "x64"], min_idle_runners=1, max_runners=3)
     spec = make_spec(labels=NEW_LABELS)
@@ -284,7 +270,7 @@ def test_a_predecessor_is_not_retired_before_garm_started_its_worker(
 
 
 def test_after_an_idle_wait_the_scale_sets_disabled_are_deleted_in_the_next_pass(
-    garm: GarmEmulator, client: GarmClient, clock: Clock
+    garm: GarmEmulator, client: GarmClient, clock: SleepClock
 ) -> None:
     # GARM lost one scale set's worker at its start: its disable makes GARM create the worker,
     # which starts after the disable; deleted before that start, GitHub would get it back.
@@ -317,7 +303,7 @@ def test_after_an_idle_wait_the_scale_sets_disabled_are_deleted_in_the_next_pass
 
 
 def idle_gate(
-    client: GarmClient, clock: Clock, idle: IdleStarts | None, writes: Writes | None = None
+    client: GarmClient, clock: SleepClock, idle: IdleStarts | None, writes: Writes | None = None
 ) -> WorkerGate:
     writes = writes or Writes(budget=BUDGET, clock=clock)
     gate = WorkerGate(client, writes, sleep=clock.sleep, clock=clock, idle=idle)
@@ -326,7 +312,7 @@ def idle_gate(
 
 
 def test_an_idle_retry_loop_is_handed_on_with_garms_process_start(
-    garm: GarmEmulator, client: GarmClient, clock: Clock
+    garm: GarmEmulator, client: GarmClient, clock: SleepClock
 ) -> None:
     seeded(garm, held=True)
     garm.release_worker_starts(2)
@@ -345,7 +331,7 @@ def test_an_idle_retry_loop_is_handed_on_with_garms_process_start(
 
 
 def test_lookups_that_moved_are_judged_afresh(
-    garm: GarmEmulator, client: GarmClient, clock: Clock
+    garm: GarmEmulator, client: GarmClient, clock: SleepClock
 ) -> None:
     seeded(garm, held=True)
     garm.release_worker_starts(1)
@@ -363,7 +349,7 @@ def test_lookups_that_moved_are_judged_afresh(
 
 
 def test_a_gate_that_reads_no_counter_keeps_what_it_was_given(
-    garm: GarmEmulator, client: GarmClient, clock: Clock
+    garm: GarmEmulator, client: GarmClient, clock: SleepClock
 ) -> None:
     remembered = IdleStarts(garm.state.workers.process_start, 5.0)
     gate = idle_gate(client, clock, remembered)  # no scale set: nothing to wait for
