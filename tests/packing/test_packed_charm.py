@@ -52,6 +52,7 @@ def test_a_non_executable_entrypoint_fails_the_hook_with_126(prime: Path, tmp_pa
     assert "Permission denied" in run.stderr
 
 
+@pytest.mark.pod
 def test_the_story_of_simulate_real_on_the_packed_charm(prime: Path):
     del prime
     reason = pod.skip_reason()
@@ -61,6 +62,7 @@ def test_the_story_of_simulate_real_on_the_packed_charm(prime: Path):
     assert pod.run_in_pod("tests.simulate", ["--packed"]) == 0
 
 
+@pytest.mark.pod
 def test_a_converged_pods_restart_writes_nothing_to_garm_but_the_login(prime: Path):
     del prime
     reason = pod.skip_reason()
@@ -70,6 +72,7 @@ def test_a_converged_pods_restart_writes_nothing_to_garm_but_the_login(prime: Pa
     assert pod.run_in_pod("tests.packed_lifecycle", ["restart"]) == 0
 
 
+@pytest.mark.pod
 def test_removing_the_application_leaves_garm_without_the_charms_objects(prime: Path):
     del prime
     reason = pod.skip_reason()
@@ -79,6 +82,7 @@ def test_removing_the_application_leaves_garm_without_the_charms_objects(prime: 
     assert pod.run_in_pod("tests.packed_lifecycle", ["removal"]) == 0
 
 
+@pytest.mark.pod
 def test_a_charm_killed_mid_hook_and_retried_loses_and_doubles_nothing_in_garm(prime: Path):
     del prime
     reason = pod.skip_reason()
