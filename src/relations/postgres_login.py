@@ -18,9 +18,6 @@ import logging
 import socket
 from typing import Protocol, cast
 
-import pg8000.exceptions  # pyright: ignore[reportMissingTypeStubs]
-import pg8000.native  # pyright: ignore[reportMissingTypeStubs]
-
 __all__ = ["PROBE_TIMEOUT", "LoginProbe", "LoginTarget", "probe_login"]
 
 logger = logging.getLogger(__name__)
@@ -81,6 +78,8 @@ def _sqlstate(exc: BaseException) -> str | None:
     pg8000 closes the connection when the login fails; should that close fail too, the
     server's error is the context of the close's error.
     """
+    import pg8000.exceptions  # noqa: PLC0415  # pyright: ignore[reportMissingTypeStubs]
+
     current: BaseException | None = exc
     while current is not None:
         if isinstance(current, pg8000.exceptions.DatabaseError):
@@ -95,6 +94,10 @@ def _sqlstate(exc: BaseException) -> str | None:
 
 
 def _login(conn: socket.socket, target: LoginTarget) -> LoginProbe:
+    # Imported here: the driver costs about 0.15 s of CPU to import, which every hook would
+    # pay, and only a hook that probes a login needs it.
+    import pg8000.native  # noqa: PLC0415  # pyright: ignore[reportMissingTypeStubs]
+
     try:
         # ssl_context=None is GARM's sslmode=prefer: ask for TLS, use it without verifying the
         # server's certificate when offered, go on in plain text when the server refuses it.

@@ -161,9 +161,10 @@ def install_tools(bin_dir: Path) -> Path:
     source = Path(hook_tool.__file__).read_text(encoding="utf-8")
     # The base interpreter (the tool is stdlib only): a virtual environment recreated under a
     # running deployment takes no tool away. -I: the charm's PYTHONPATH (lib:venv, relative
-    # to its directory) never reaches the tool.
+    # to its directory) never reaches the tool; -S: no site-packages to scan, for a program
+    # started thousands of times a run.
     python = Path(getattr(sys, "_base_executable", sys.executable)).resolve()
-    program.write_text(f"#!{python} -I\n{source}", encoding="utf-8")
+    program.write_text(f"#!{python} -I -S\n{source}", encoding="utf-8")
     program.chmod(0o755)
     for name in hook_tool.TOOL_NAMES:
         link = bin_dir / name
