@@ -418,10 +418,14 @@ def until_active(
     exited = getattr(garm, "exits", [])[exits:]
     waited = first_write_after(calls, "PUT /scalesets/{id}")
     target = 1.1 * floor + 10.0 + restarts
+    # GARM takes no disable safely before its round of worker starts after its own start
+    # (``worker_starts``): with that wait counted as the restart's own time, the second target.
+    starts = target + (waited or 0.0)
     verdict = (
         f"GARM's floor (its scale-set disables and deletes) {floor:.1f} s; target 1.1 x floor "
         f"+ 10 s + restarts {restarts:.1f} s = {target:.1f} s: "
-        f"{'met' if hooks <= target else 'NOT met'}"
+        f"{'met' if hooks <= target else 'NOT met'}; with the wait for GARM's worker starts "
+        f"counted as the restart's: {starts:.1f} s: {'met' if hooks <= starts else 'NOT met'}"
         if floor
         else "no scale set disabled or deleted"
     )
@@ -559,40 +563,64 @@ def bench(backend: str, count: int, repeats: int, setting: Setting | None = None
 def restarted_labels(backend: str, garm: Any, driver: CharmDriver, count: int) -> Row:
     """GARM restarted as Pebble restarts it, then 10% of the labels changed, to the end.
 
-    The label change's first chain runs from ``update-status`` through its continuations; a
-    chain that ends with predecessors left waits for the next ``update-status`` under Juju,
-    which is delivered here at once (each such chain counted), until none is left.
+    As Juju delivers it: one ``relation-changed`` per configurator whose labels changed, each
+    hook with the continuations it asks for; a chain that ends with predecessors left waits for
+    the next ``update-status`` under Juju, which is delivered here at once (each such chain
+    counted), until none is left. The change must be seen: every changed configurator's scale
+    set carries the new label at the end.
     """
     began = time.perf_counter()
     garm.restart()
     restarts = time.perf_counter() - began
     print(f"  {backend}: GARM restarted in {restarts:.1f} s", file=sys.stderr)
-    driver.state = with_extra_label(driver.state, max(1, count // 10))
-    rows: list[Row] = []
-    while len(rows) < LABEL_CHAINS:
-        name = "10% labels" if not rows else f"10% labels, update-status {len(rows)}"
-        rows.append(
-            until_active(
-                backend, garm, driver, name, driver.ctx.on.update_status(), restarts * (not rows)
-            )
+    changed = max(1, count // 10)
+    driver.state = with_extra_label(driver.state, changed)
+    relations = sorted(
+        (
+            r
+            for r in driver.state.relations
+            if isinstance(r, testing.Relation) and r.endpoint == CONFIGURATOR and r.id <= changed
+        ),
+        key=lambda r: r.id,
+    )
+    rows = [
+        until_active(
+            backend,
+            garm,
+            driver,
+            f"10% labels, relation-changed {n + 1} of {len(relations)}",
+            driver.ctx.on.relation_changed(relation, remote_unit=0),
+            restarts * (n == 0),
         )
-        left = len(garm.scalesets()) - count
-        print(
-            f"  {backend}: {name}: the chain ended with {left} predecessors left"
-            f"{' (a wait for update-status)' if left else ''}",
-            file=sys.stderr,
-        )
-        if not left:
-            break
+        for n, relation in enumerate(relations)
+    ]
+    chains = 0
+    while (left := len(garm.scalesets()) - count) and chains < LABEL_CHAINS:
+        print(f"  {backend}: {left} predecessors left: a wait for update-status", file=sys.stderr)
+        chains += 1
+        name = f"10% labels, update-status {chains}"
+        rows.append(until_active(backend, garm, driver, name, driver.ctx.on.update_status()))
+    relabelled = sum(
+        1 for s in garm.scalesets() if "noble" in {t.get("name") for t in s.get("tags") or []}
+    )
+    print(
+        f"  {backend}: 10% labels: {relabelled} of {changed} scale sets carry the new label, "
+        f"{len(garm.scalesets()) - count} predecessors left, {chains} waits for update-status",
+        file=sys.stderr,
+    )
+    faults = tuple(f for r in rows for f in r.faults)
+    if relabelled != changed:
+        faults += (f"{changed - relabelled} label changes not in GARM",)
     return dataclasses.replace(
         rows[0],
+        scenario="10% labels, restarted",
         seconds=sum(r.seconds for r in rows),
         cpu=sum(r.cpu for r in rows),
         reads=sum(r.reads for r in rows),
         writes=sum(r.writes for r in rows),
         hooks=sum(r.hooks for r in rows),
         longest=max(r.longest for r in rows),
-        faults=tuple(f for r in rows for f in r.faults),
+        faults=faults,
     )
 
 

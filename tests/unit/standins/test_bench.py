@@ -14,7 +14,16 @@ from typing import cast
 
 import ops
 
-from tests.bench import EMULATOR, SHARED_ORG, Row, busy_walls, relations, timed_hook
+from tests.bench import (
+    EMULATOR,
+    SHARED_ORG,
+    Row,
+    Setting,
+    bench,
+    busy_walls,
+    relations,
+    timed_hook,
+)
 from tests.bench_growth import (
     CHANGED,
     CONTINUATION,
@@ -143,3 +152,13 @@ def test_fleet_growth_names_what_fails_the_run():
         "no scale set in GARM for cfg-1-runners",
         "unit status at the end: BlockedStatus('GARM refused')",
     ]
+
+
+def test_a_label_change_after_a_restart_is_measured_to_the_end():
+    # The scenario restarts GARM, delivers each changed configurator's relation-changed and
+    # counts as a fault any changed scale set GARM does not carry the new label of at the end.
+    rows = bench(EMULATOR, 10, 1, Setting(shared_org=True, restart_before_labels=True))
+
+    labels = next(r for r in rows if r.scenario == "10% labels, restarted")
+    assert labels.faults == ()
+    assert labels.writes > 0  # the replacement created, the predecessor disabled and deleted
