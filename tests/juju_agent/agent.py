@@ -162,9 +162,9 @@ def install_tools(bin_dir: Path) -> Path:
     # The base interpreter (the tool is stdlib only): a virtual environment recreated under a
     # running deployment takes no tool away. -I: the charm's PYTHONPATH (lib:venv, relative
     # to its directory) never reaches the tool; -S: no site-packages to scan, for a program
-    # started thousands of times a run.
+    # started thousands of times a run (one word: Linux passes a shebang's flags as one).
     python = Path(getattr(sys, "_base_executable", sys.executable)).resolve()
-    program.write_text(f"#!{python} -I -S\n{source}", encoding="utf-8")
+    program.write_text(f"#!{python} -IS\n{source}", encoding="utf-8")
     program.chmod(0o755)
     for name in hook_tool.TOOL_NAMES:
         link = bin_dir / name
