@@ -7,9 +7,10 @@ from collections.abc import Iterator
 import pytest
 
 from garm import GarmClient
-from reconcile.scalesets import sweep
+from reconcile.scalesets import sweep, worker_starts
 from tests.garm_emulator import DEFAULT_ADMIN_PASSWORD, GarmEmulator
 from tests.log_secrets import register_secret
+from tests.sleep_clock import SleepClock
 
 EMULATOR_PROVIDERS = ["garm-configurator-0"]
 register_secret(DEFAULT_ADMIN_PASSWORD)
@@ -61,3 +62,12 @@ def no_disable_settle(monkeypatch: pytest.MonkeyPatch) -> None:
     The settle is real GARM's (``reconcile.scalesets.sweep``); the real-GARM tests keep it.
     """
     monkeypatch.setattr(sweep, "DISABLE_SETTLE", 0.0)
+
+
+@pytest.fixture
+def gate_clock(monkeypatch: pytest.MonkeyPatch) -> SleepClock:
+    """The worker gate's sleeps and clock (``reconcile.scalesets.worker_starts``), one fake."""
+    fake = SleepClock()
+    monkeypatch.setattr(worker_starts, "_pause", fake.sleep)
+    monkeypatch.setattr(worker_starts, "_monotonic", fake)
+    return fake

@@ -9,7 +9,6 @@ emulator, which loses a worker when told (``forget_worker``), on a fake clock of
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -27,11 +26,9 @@ NEW_LABELS = "linux,x64,noble"
 
 
 @pytest.fixture
-def clock(monkeypatch: pytest.MonkeyPatch) -> Iterator[SleepClock]:
-    fake = SleepClock()
-    monkeypatch.setattr(worker_starts, "_pause", fake.sleep)
-    monkeypatch.setattr(worker_starts, "_monotonic", fake)
-    yield fake
+def clock(gate_clock: SleepClock) -> SleepClock:
+    """The worker gate's fake clock."""
+    return gate_clock
 
 
 def kept(state: testing.State) -> list[Any]:

@@ -8,7 +8,7 @@ its own start with hundreds of scale sets in one organisation.
 from __future__ import annotations
 
 import re
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 
 import httpx
 import pytest
@@ -46,12 +46,9 @@ def garm(ready_emulator: GarmEmulator, client: GarmClient) -> GarmEmulator:
 
 
 @pytest.fixture
-def clock(monkeypatch: pytest.MonkeyPatch) -> Iterator[SleepClock]:
+def clock(gate_clock: SleepClock) -> SleepClock:
     """The gate's sleep and clock, and the pass budget's, on one fake clock."""
-    fake = SleepClock()
-    monkeypatch.setattr(worker_starts, "_pause", fake.sleep)
-    monkeypatch.setattr(worker_starts, "_monotonic", fake)
-    yield fake
+    return gate_clock
 
 
 def seeded(garm: GarmEmulator, count: int = 3, *, held: bool) -> None:
