@@ -79,6 +79,8 @@ SQLITE, POSTGRESQL = "sqlite", "postgresql"
 # at N=500 real GARM cannot be started at all (measured: E2BIG). Real GARM runs up to this N.
 REAL_MAX = 100
 # Chains of hooks (update-status and its continuations) a label change gets to end.
+# The label one configurator in ten adds in the label-change scenarios.
+NEW_LABEL = "noble"
 LABEL_CHAINS = 4
 # The one organisation of --shared-org.
 SHARED_ORG = "org-shared"
@@ -135,23 +137,34 @@ def relations(count: int, *, shared_org: bool = False) -> list[Configurator]:
     return made
 
 
+def changed_relations(state: testing.State, changed: int) -> list[testing.Relation]:
+    """The configurator relations of ids 1..``changed`` (those a label change changes), by id."""
+    return sorted(
+        (
+            r
+            for r in state.relations
+            if isinstance(r, testing.Relation) and r.endpoint == CONFIGURATOR and r.id <= changed
+        ),
+        key=lambda r: r.id,
+    )
+
+
 def with_extra_label(state: testing.State, changed: int) -> testing.State:
-    """``state`` where the configurators of relation ids 1..``changed`` add the label noble."""
-    updated = set()
-    for relation in state.relations:
-        if (
-            isinstance(relation, testing.Relation)
-            and relation.endpoint == CONFIGURATOR
-            and relation.id <= changed
-        ):
-            units = {
-                n: {**d, "labels": f"{d['labels']},noble"}
+    """``state`` where the configurators of relation ids 1..``changed`` add :data:`NEW_LABEL`."""
+    relabelled = {
+        dataclasses.replace(
+            relation,
+            remote_units_data={
+                n: {**d, "labels": f"{d['labels']},{NEW_LABEL}"}
                 for n, d in relation.remote_units_data.items()
-            }
-            updated.add(dataclasses.replace(relation, remote_units_data=units))
-        else:
-            updated.add(relation)
-    return dataclasses.replace(state, relations=updated)
+            },
+        )
+        for relation in changed_relations(state, changed)
+    }
+    ids = {r.id for r in relabelled}
+    return dataclasses.replace(
+        state, relations={*relabelled, *(r for r in state.relations if r.id not in ids)}
+    )
 
 
 def call_key(call: RecordedCall) -> str:
@@ -575,14 +588,7 @@ def restarted_labels(backend: str, garm: Any, driver: CharmDriver, count: int) -
     print(f"  {backend}: GARM restarted in {restarts:.1f} s", file=sys.stderr)
     changed = max(1, count // 10)
     driver.state = with_extra_label(driver.state, changed)
-    relations = sorted(
-        (
-            r
-            for r in driver.state.relations
-            if isinstance(r, testing.Relation) and r.endpoint == CONFIGURATOR and r.id <= changed
-        ),
-        key=lambda r: r.id,
-    )
+    relations = changed_relations(driver.state, changed)
     rows = [
         until_active(
             backend,
@@ -600,12 +606,13 @@ def restarted_labels(backend: str, garm: Any, driver: CharmDriver, count: int) -
         chains += 1
         name = f"10% labels, update-status {chains}"
         rows.append(until_active(backend, garm, driver, name, driver.ctx.on.update_status()))
+    listed = garm.scalesets()
     relabelled = sum(
-        1 for s in garm.scalesets() if "noble" in {t.get("name") for t in s.get("tags") or []}
+        1 for s in listed if NEW_LABEL in {tag.get("name") for tag in s.get("tags") or []}
     )
     print(
         f"  {backend}: 10% labels: {relabelled} of {changed} scale sets carry the new label, "
-        f"{len(garm.scalesets()) - count} predecessors left, {chains} waits for update-status",
+        f"{len(listed) - count} predecessors left, {chains} waits for update-status",
         file=sys.stderr,
     )
     faults = tuple(f for r in rows for f in r.faults)
