@@ -3,7 +3,7 @@
 ``python3 standin_garm.py PORT MARK [--exit-after SECONDS] [--code N] [--hang-at-start]``:
 listens on 127.0.0.1:PORT and answers ``GET /metrics`` with 200 (what the charm's liveness
 check asks), until killed; with ``--exit-after`` it exits with ``--code`` (default 1) that many
-seconds after it started (0: at once); with ``--hang-at-start`` it stops itself (SIGSTOP) before
+seconds after it started; with ``--hang-at-start`` it stops itself (SIGSTOP) before
 it answers, as a GARM that hangs at start. ``MARK`` only marks the process, so a test can
 find every stand-in of its own in ``/proc``. Standard library only: Pebble runs it with the
 machine's Python.
@@ -42,8 +42,6 @@ def main(argv: list[str]) -> int:
     args = parser.parse_args(argv)
     if args.hang_at_start:
         os.kill(os.getpid(), signal.SIGSTOP)
-    if args.exit_after == 0:
-        return args.code
     server = http.server.ThreadingHTTPServer(("127.0.0.1", args.port), _Metrics)
     threading.Thread(target=server.serve_forever, daemon=True).start()
     if args.exit_after is None:
