@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import base64
 import binascii
+import functools
 import hashlib
 import json
 import threading
@@ -63,6 +64,9 @@ def _b64url_decode(segment: str) -> bytes:
     return base64.urlsafe_b64decode(segment + "=" * (-len(segment) % 4))
 
 
+# Cached: GARM signs a JWT with the same App key at each of its calls, and loading a private
+# key checks it (RSA arithmetic), a few ms of the stand-in's CPU every time.
+@functools.lru_cache(maxsize=64)
 def public_key_of(pem: str) -> rsa.RSAPublicKey:
     """Return the RSA public key of a PEM private key (PKCS#1 or PKCS#8) or public key."""
     data = pem.encode("ascii")
