@@ -731,8 +731,8 @@ class RealGarm:
     def _wait_until_answering(self) -> None:
         deadline = time.monotonic() + START_TIMEOUT
         # One client for the whole wait: each new httpx client loads the CA bundle (about 50 ms
-        # of CPU), and a poll every 50 ms made that most of the harness's CPU at GARM's starts.
-        with httpx.Client(timeout=1, verify=False) as probe:
+        # of CPU), and a new one every 50 ms made that most of the harness's CPU at GARM's starts.
+        with httpx.Client(timeout=1) as probe:
             self._poll_until_answering(probe, deadline)
 
     def _poll_until_answering(self, probe: httpx.Client, deadline: float) -> None:
