@@ -80,9 +80,13 @@ def test_stand_by_stops_a_running_garm_and_nothing_starts_it_again(pod: Pod):
     _await("GARM stopped", lambda: not pod.garm_pids())
     (check,) = pod.container.get_checks(pebble_layer.CHECK_NAME).values()
     assert check.status == ops.pebble.CheckStatus.INACTIVE
-    # An operator's replan starts the stand-by, which exits at once: still no GARM.
-    with pytest.raises(ops.pebble.ChangeError, match="exited quickly with code 0"):
+    # An operator's replan starts the stand-by, which exits with 0: still no GARM. Pebble calls
+    # the start failed only when that exit comes within 1 s, and a Python's start under CI's
+    # load can take longer (then the start succeeds and the service ends, on-success: ignore).
+    try:
         pod.container.replan()
+    except ops.pebble.ChangeError as exc:
+        assert "exited quickly with code 0" in str(exc)
     _stays("no GARM after a replan", lambda: not pod.garm_pids())
     assert pebble_layer.service_state(pod.container) == "inactive"
     # Standing by again stops nothing and changes nothing.
