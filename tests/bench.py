@@ -78,9 +78,9 @@ SQLITE, POSTGRESQL = "sqlite", "postgresql"
 # environment string above 128 KiB (MAX_ARG_STRLEN), which these providers pass at about 490:
 # at N=500 real GARM cannot be started at all (measured: E2BIG). Real GARM runs up to this N.
 REAL_MAX = 100
-# Chains of hooks (update-status and its continuations) a label change gets to end.
 # The label one configurator in ten adds in the label-change scenarios.
 NEW_LABEL = "noble"
+# Chains of hooks (update-status and its continuations) a label change gets to end.
 LABEL_CHAINS = 4
 # The one organisation of --shared-org.
 SHARED_ORG = "org-shared"
