@@ -1,12 +1,11 @@
 """A stand-in for GARM under the real Pebble: it serves ``/metrics`` as GARM does, or exits.
 
-``python3 standin_garm.py PORT MARK [--exit-after SECONDS] [--code N] [--hang-at-start]``:
+``python3 standin_garm.py PORT MARK [--exit-after SECONDS] [--hang-at-start]``:
 listens on 127.0.0.1:PORT and answers ``GET /metrics`` with 200 (what the charm's liveness
-check asks), until killed; with ``--exit-after`` it exits with ``--code`` (default 1) that many
-seconds after it started; with ``--hang-at-start`` it stops itself (SIGSTOP) before
-it answers, as a GARM that hangs at start. ``MARK`` only marks the process, so a test can
-find every stand-in of its own in ``/proc``. Standard library only: Pebble runs it with the
-machine's Python.
+check asks), until killed; with ``--exit-after`` it exits with code 1 that many seconds after it
+started; with ``--hang-at-start`` it stops itself (SIGSTOP) before it answers, as a GARM that
+hangs at start. ``MARK`` only marks the process, so a test can find every stand-in of its own
+in ``/proc``. Standard library only: Pebble runs it with the machine's Python.
 """
 
 from __future__ import annotations
@@ -37,7 +36,6 @@ def main(argv: list[str]) -> int:
     parser.add_argument("port", type=int)
     parser.add_argument("mark")
     parser.add_argument("--exit-after", type=float, default=None)
-    parser.add_argument("--code", type=int, default=1)
     parser.add_argument("--hang-at-start", action="store_true")
     args = parser.parse_args(argv)
     if args.hang_at_start:
@@ -47,7 +45,7 @@ def main(argv: list[str]) -> int:
     if args.exit_after is None:
         threading.Event().wait()
     time.sleep(args.exit_after)
-    return args.code
+    return 1
 
 
 if __name__ == "__main__":
